@@ -1,0 +1,35 @@
+"""Issuing and checking API tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.db import transaction
+
+from access.models import ApiToken, Requester
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@transaction.atomic
+def token_issue(*, requester_name: str, admin: bool = False) -> tuple[Requester, str]:
+    """Create the requester if needed and a new token for it. The plain token exists only in the return value."""
+    requester, created = Requester.objects.get_or_create(
+        name=requester_name, defaults={"is_admin": admin, "webhook_secret": secrets.token_hex(32)}
+    )
+    if not created and admin and not requester.is_admin:
+        requester.is_admin = True
+        requester.save(update_fields=["is_admin"])
+    token = secrets.token_urlsafe(32)
+    ApiToken.objects.create(requester=requester, key_hash=token_hash(token), prefix=token[:8])
+    return requester, token
+
+
+def token_authenticate(*, token: str) -> Requester | None:
+    api_token = (
+        ApiToken.objects.select_related("requester").filter(key_hash=token_hash(token), revoked_at__isnull=True).first()
+    )
+    return api_token.requester if api_token else None

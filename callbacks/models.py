@@ -1,0 +1,1 @@
+"""Webhook deliveries land here (see the batches and webhooks work)."""

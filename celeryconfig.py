@@ -1,0 +1,82 @@
+"""Celery settings for Trawl. Each setting says why it has its value."""
+
+from __future__ import annotations
+
+from kombu import Exchange, Queue
+
+from project import env
+
+# Redis is both transport and result store: one service to run, and results for chords live next to the queue.
+broker_url = env.REDIS_URL
+result_backend = env.REDIS_URL
+
+# JSON only: task arguments are ids and small dicts, and pickle would let a broker writer run code.
+task_serializer = "json"
+result_serializer = "json"
+accept_content = ["json"]
+timezone = "UTC"
+enable_utc = True
+
+# Crawls, control tasks and webhook deliveries each get a queue so a crawl backlog never delays the others.
+CRAWL_QUEUE = "crawls"
+CONTROL_QUEUE = "control"
+CALLBACK_QUEUE = "callbacks"
+# Each queue has its own exchange and key: sharing the default key would copy every message into every queue.
+task_queues = tuple(
+    Queue(name, Exchange(name, type="direct"), routing_key=name)
+    for name in (CRAWL_QUEUE, CONTROL_QUEUE, CALLBACK_QUEUE)
+)
+task_default_exchange = CONTROL_QUEUE
+task_default_routing_key = CONTROL_QUEUE
+task_default_queue = CONTROL_QUEUE
+task_routes = {
+    "crawls.tasks.run_crawl": {"queue": CRAWL_QUEUE},
+    "callbacks.tasks.*": {"queue": CALLBACK_QUEUE},
+}
+
+# Ten priority steps (0 = most urgent on Redis) so job priority 1..100 maps onto distinct sub-queues.
+broker_transport_options = {
+    "priority_steps": list(range(10)),
+    "sep": ":",
+    "queue_order_strategy": "priority",
+    # Above the crawl hard time limit, or a long crawl's message would be redelivered while it still runs.
+    "visibility_timeout": max(3600, env.JOB_TIMEOUT * 2 + 600),
+}
+result_backend_transport_options = {"retry_policy": {"timeout": 5.0}}
+# On Redis a message without priority counts as 0, the most urgent step: give everything a middle default.
+task_default_priority = 5
+
+# A job is acknowledged only when it ends, and requeued if its worker process dies mid-crawl.
+task_acks_late = True
+task_reject_on_worker_lost = True
+# One message at a time per process: crawls are long, prefetching would starve other workers.
+worker_prefetch_multiplier = 1
+# Hard limit a little above the crawl timeout: the runner stops crawls itself; this only catches a hung process.
+task_soft_time_limit = env.JOB_TIMEOUT + 60
+task_time_limit = env.JOB_TIMEOUT + 120
+# Recycle children so memory leaked by spiders or the reactor never accumulates.
+worker_max_tasks_per_child = env.WORKER_MAX_TASKS_PER_CHILD
+worker_max_memory_per_child = env.WORKER_MAX_MEMORY_KB
+# On SIGTERM give running crawls a moment to finish before the warm shutdown requeues them.
+worker_soft_shutdown_timeout = 30.0
+worker_enable_soft_shutdown_on_idle = True
+
+# Keep retrying the broker forever: Redis restarts must not kill workers or beat.
+broker_connection_retry_on_startup = True
+broker_connection_max_retries = None
+broker_heartbeat = 10
+
+# Results are small dicts; chords read them, nobody needs them after a day.
+result_expires = 86400
+# Flower shows task names, arguments and results only when these are on.
+result_extended = True
+worker_send_task_events = True
+task_send_sent_event = True
+task_track_started = True
+
+# Schedules live in the database (django-celery-beat) so operators change them in the admin.
+beat_scheduler = "django_celery_beat.schedulers:DatabaseScheduler"
+# Sleep at most this long between schedule checks, so edits in the admin apply quickly.
+beat_max_loop_interval = 10
+
+worker_hijack_root_logger = False

@@ -1,0 +1,100 @@
+"""Turning a finished crawl's Scrapy stats into Trawl's job stats and error class. Pure functions."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+STATUS_PREFIX = "downloader/response_status_count/"
+EXCEPTION_PREFIX = "downloader/exception_type_count/"
+BLOCKING_STATUSES = {403, 429}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    error_class: str  # "" when the job succeeded
+    message: str = ""
+
+
+def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
+    """The numbers a user cares about, JSON-ready, from Scrapy's stats collector."""
+    # robots.txt fetches are counted apart so a missing robots.txt never looks like a failed page.
+    status_codes = {}
+    for key, value in scrapy_stats.items():
+        if key.startswith(STATUS_PREFIX):
+            code = key.removeprefix(STATUS_PREFIX)
+            count = value - scrapy_stats.get(f"robotstxt/response_status_count/{code}", 0)
+            if count > 0:
+                status_codes[code] = count
+    exceptions = {
+        key.removeprefix(EXCEPTION_PREFIX).rsplit(".", 1)[-1]: value
+        for key, value in scrapy_stats.items()
+        if key.startswith(EXCEPTION_PREFIX)
+    }
+    spider_exceptions = scrapy_stats.get("spider_exceptions/count") or sum(
+        value for key, value in scrapy_stats.items() if key.startswith("spider_exceptions/")
+    )
+    return {
+        "requests": scrapy_stats.get("downloader/request_count", 0) - scrapy_stats.get("robotstxt/request_count", 0),
+        "pages": scrapy_stats.get("response_received_count", 0) - scrapy_stats.get("robotstxt/response_count", 0),
+        "bytes": scrapy_stats.get("downloader/response_bytes", 0),
+        "status_codes": status_codes,
+        "download_errors": exceptions,
+        "items_scraped": scrapy_stats.get("item_scraped_count", 0),
+        "items_dropped": scrapy_stats.get("item_dropped_count", 0),
+        "spider_exceptions": spider_exceptions,
+        "robots_forbidden": scrapy_stats.get("robotstxt/forbidden", 0),
+        "finish_reason": scrapy_stats.get("finish_reason", ""),
+    }
+
+
+def classify(
+    *,
+    stats: dict[str, Any],
+    stopped_because: str = "",
+    crawl_error: str = "",
+    first_spider_error: str = "",
+    max_spider_errors: int = 0,
+) -> Verdict:
+    """Decide whether a crawl failed, and why. Ordered from the most to the least specific cause."""
+    if stopped_because == "cancelled":
+        return Verdict("cancelled", "cancelled on request")
+    if stopped_because == "lost":
+        return Verdict("worker_lost", "this worker no longer owns the job")
+    if stopped_because == "timeout":
+        return Verdict("timeout", f"stopped after the job timeout ({stats.get('pages', 0)} pages fetched)")
+    if crawl_error:
+        return Verdict("spider_error", crawl_error)
+    if stats.get("spider_exceptions", 0) > max_spider_errors:
+        count = stats["spider_exceptions"]
+        return Verdict("spider_error", f"spider raised {count} time(s); first: {first_spider_error}")
+    codes = Counter({int(code): n for code, n in stats.get("status_codes", {}).items()})
+    if any(code < 400 for code in codes):
+        return Verdict("")
+    return _no_good_page(codes, stats)
+
+
+def _no_good_page(codes: Counter, stats: dict[str, Any]) -> Verdict:
+    """Every request failed: name the failure that explains the crawl best."""
+    errors = stats.get("download_errors", {})
+    if errors:
+        if any("DNSLookupError" in name for name in errors):
+            return Verdict("dns", f"DNS lookup failed: {_summary(errors)}")
+        return Verdict("connection", f"no connection: {_summary(errors)}")
+    if codes:
+        blocking = sum(n for code, n in codes.items() if code in BLOCKING_STATUSES)
+        if blocking:
+            return Verdict("blocked", f"the site refused us: {_summary(codes)}")
+        if any(code >= 500 for code in codes):
+            return Verdict("http_5xx", f"server errors: {_summary(codes)}")
+        return Verdict("http_4xx", f"client errors: {_summary(codes)}")
+    if stats.get("robots_forbidden"):
+        return Verdict("blocked", "robots.txt forbids every URL of this crawl")
+    if not stats.get("requests"):
+        return Verdict("spider_error", "the spider made no requests (does it read `url` or `start_urls`?)")
+    return Verdict("")
+
+
+def _summary(counts: dict) -> str:
+    return ", ".join(f"{key} ×{value}" for key, value in sorted(counts.items(), key=lambda kv: -kv[1]))

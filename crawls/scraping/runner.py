@@ -1,0 +1,142 @@
+"""The crochet bridge: run one spider in the process's reactor and wait for it from a Celery task."""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import crochet
+from itemadapter import ItemAdapter
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler, CrawlerRunner
+from scrapy.utils.defer import deferred_from_coro
+
+from crawls.scraping.runtime import ensure_reactor
+
+STOP_GRACE_SECONDS = 60
+
+
+@dataclass
+class CrawlSession:
+    """State shared between the reactor thread (writes) and the task thread (reads)."""
+
+    items: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    crawler: Crawler | None = None
+    final_stats: dict[str, Any] | None = None
+    finish_reason: str = ""
+    first_spider_error: str = ""
+
+    def on_item(self, item: Any, response: Any, spider: Spider) -> None:
+        self.items.put(ItemAdapter(item).asdict())
+
+    def on_spider_error(self, failure: Any, response: Any, spider: Spider) -> None:
+        if not self.first_spider_error:
+            url = getattr(response, "url", "?")
+            self.first_spider_error = f"{failure.type.__name__}: {failure.getErrorMessage()} (at {url})"
+
+    def on_spider_closed(self, spider: Spider, reason: str) -> None:
+        self.finish_reason = reason
+        self.final_stats = dict(self.crawler.stats.get_stats()) if self.crawler else {}
+
+    def drain(self, limit: int) -> list[dict]:
+        batch = []
+        while len(batch) < limit:
+            try:
+                batch.append(self.items.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
+
+@dataclass
+class CrawlResult:
+    stats: dict[str, Any]
+    finish_reason: str
+    stopped_because: str  # "" when the crawl ended by itself, else "timeout", "cancelled", "lost"
+    crawl_error: str  # the spider failed to start or crashed outside a callback
+    first_spider_error: str
+
+
+@crochet.run_in_reactor
+def _start(spider_cls: type[Spider], settings: dict, spider_kwargs: dict, session: CrawlSession):
+    runner = CrawlerRunner(settings)
+    crawler = runner.create_crawler(spider_cls)
+    # weak=False: these are bound methods of a short-lived object that nothing else references.
+    crawler.signals.connect(session.on_item, signal=signals.item_scraped, weak=False)
+    crawler.signals.connect(session.on_spider_error, signal=signals.spider_error, weak=False)
+    crawler.signals.connect(session.on_spider_closed, signal=signals.spider_closed, weak=False)
+    session.crawler = crawler
+    return runner.crawl(crawler, **spider_kwargs)
+
+
+@crochet.run_in_reactor
+def _stop(crawler: Crawler):
+    return deferred_from_coro(crawler.stop_async())
+
+
+@crochet.wait_for(timeout=10)
+def _snapshot(crawler: Crawler) -> dict[str, Any]:
+    return dict(crawler.stats.get_stats()) if crawler.stats else {}
+
+
+def live_stats(session: CrawlSession) -> dict[str, Any]:
+    """Stats of a running crawl, copied inside the reactor thread so no dict changes under us."""
+    if session.crawler is None:
+        return {}
+    try:
+        return _snapshot(session.crawler)
+    except crochet.TimeoutError:
+        return {}
+
+
+def run_spider(
+    *,
+    spider_cls: type[Spider],
+    settings: dict,
+    spider_kwargs: dict,
+    timeout: float,
+    on_tick: Callable[[CrawlSession], str],
+    tick_seconds: float = 1.0,
+) -> tuple[CrawlResult, CrawlSession]:
+    """Run a crawl to its end, calling `on_tick` every tick from this thread.
+
+    `on_tick` drains items and heartbeats; a non-empty return ("cancelled", "lost") asks the crawl to stop. On timeout
+    or stop the crawler itself is stopped: cancelling crochet's result would leave the engine running.
+    """
+    ensure_reactor()
+    session = CrawlSession()
+    result = _start(spider_cls, settings, spider_kwargs, session)
+    deadline = time.monotonic() + timeout
+    stopped_because, stop_deadline, crawl_error = "", None, ""
+    while True:
+        try:
+            result.wait(timeout=tick_seconds)
+            break
+        except crochet.TimeoutError:
+            pass
+        except Exception as exc:  # the crawl's Deferred failed: the spider could not start or crashed
+            crawl_error = f"{type(exc).__name__}: {exc}"
+            break
+        reason = on_tick(session)
+        if not stopped_because:
+            if time.monotonic() >= deadline:
+                reason = "timeout"
+            if reason and session.crawler is not None:
+                stopped_because = reason
+                stop_deadline = time.monotonic() + STOP_GRACE_SECONDS
+                _stop(session.crawler)
+        elif stop_deadline and time.monotonic() >= stop_deadline:
+            result.cancel()
+            break
+    stats = session.final_stats if session.final_stats is not None else live_stats(session)
+    crawl_result = CrawlResult(
+        stats=stats,
+        finish_reason=session.finish_reason,
+        stopped_because=stopped_because,
+        crawl_error=crawl_error,
+        first_spider_error=session.first_spider_error,
+    )
+    return crawl_result, session

@@ -1,0 +1,66 @@
+"""The built-in `link` spider: Scrapy Cluster's crawl API (maxdepth, domains, regexes, expiry, attrs)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import scrapy
+from scrapy.exceptions import CloseSpider
+from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
+
+from crawls.scraping.spiders.base import TrawlSpider
+
+
+def host_allowed(url: str, domains: list[str]) -> bool:
+    # By host name, not netloc: Scrapy's url_is_from_any_domain would compare "host:port" with "host".
+    host = (urlsplit(url).hostname or "").lower()
+    return any(host == domain or host.endswith(f".{domain}") for domain in map(str.lower, domains))
+
+
+def parse_cookie(header: str) -> dict[str, str]:
+    pairs = (part.split("=", 1) for part in header.split(";") if "=" in part)
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+class LinkSpider(TrawlSpider):
+    """Fetch `url`, yield one item per page, follow links up to `maxdepth` within `allowed_domains`.
+
+    Without `allowed_domains` it stays on the start URL's host: a crawl never wanders the web by default.
+    """
+
+    name = "link"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        opts = self.options
+        self.maxdepth = int(opts.get("maxdepth", 0))
+        self.allowed_domains = list(opts.get("allowed_domains") or [urlsplit(self.start_urls[0]).hostname])
+        self.expires = float(opts.get("expires") or 0)
+        self.attrs = dict(opts.get("attrs") or {})
+        self.cookies = parse_cookie(opts.get("cookie") or "")
+        self.links = LinkExtractor(
+            allow=opts.get("allow_regex") or (),
+            deny=opts.get("deny_regex") or (),
+            deny_extensions=opts.get("deny_extensions", IGNORED_EXTENSIONS),
+        )
+
+    async def start(self):
+        for url in self.start_urls:
+            yield scrapy.Request(url, cookies=self.cookies, meta={"trawl_depth": 0})
+
+    def parse(self, response: scrapy.http.Response) -> Iterator[Any]:
+        if self.expires and time.time() > self.expires:
+            raise CloseSpider("expired")
+        depth = response.meta.get("trawl_depth", 0)
+        is_text = isinstance(response, scrapy.http.TextResponse)
+        title = (response.css("title::text").get() or "").strip() if is_text else ""
+        yield {"url": response.url, "status": response.status, "title": title, "depth": depth, **self.attrs}
+        if depth >= self.maxdepth or not is_text:
+            return
+        for link in self.links.extract_links(response):
+            if not host_allowed(link.url, self.allowed_domains):
+                continue
+            yield scrapy.Request(link.url, cookies=self.cookies, meta={"trawl_depth": depth + 1})

@@ -1,0 +1,5 @@
+"""Trawl: a crawl orchestrator for Scrapy spiders on Celery workers."""
+
+from project.celery import app as celery_app
+
+__all__ = ("celery_app",)

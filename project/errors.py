@@ -1,0 +1,29 @@
+"""The one error type services raise, and how the API turns it into a 400."""
+
+from __future__ import annotations
+
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+
+class TrawlError(Exception):
+    """A request Trawl refuses, with a message the caller can act on and the field it concerns."""
+
+    def __init__(self, message: str, *, field: str | None = None, status_code: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.status_code = status_code
+
+    def as_dict(self) -> dict:
+        return {self.field or "detail": [self.message] if self.field else self.message}
+
+
+def api_exception_handler(exc, context):
+    if isinstance(exc, TrawlError):
+        return Response(exc.as_dict(), status=exc.status_code)
+    return exception_handler(exc, context)
+
+
+__all__ = ("TrawlError", "api_exception_handler", "status")

@@ -1,0 +1,30 @@
+"""`GET /healthz`: is the database there, is Redis there. 503 naming what is down."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.http import JsonResponse
+
+from project.redis import get_redis
+
+
+def _check_database() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return "ok"
+
+
+def _check_redis() -> str:
+    get_redis().ping()
+    return "ok"
+
+
+def healthz(request) -> JsonResponse:
+    checks = {}
+    for name, check in (("database", _check_database), ("redis", _check_redis)):
+        try:
+            checks[name] = check()
+        except Exception as exc:  # any failure means "down"; say why
+            checks[name] = f"down: {type(exc).__name__}: {exc}"
+    healthy = all(value == "ok" for value in checks.values())
+    return JsonResponse({"status": "ok" if healthy else "degraded", **checks}, status=200 if healthy else 503)

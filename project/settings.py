@@ -1,0 +1,158 @@
+"""Django settings. Values that differ between machines come from project.env."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import dj_database_url
+from django.core.management.utils import get_random_secret_key
+
+from project import env
+
+BASE_DIR = env.BASE_DIR
+DEBUG = env.DEBUG
+# A random key per process is safe for a dev box; sessions simply do not survive a restart.
+SECRET_KEY = env.SECRET_KEY or get_random_secret_key()
+ALLOWED_HOSTS = env.ALLOWED_HOSTS
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_beat",
+    "access",
+    "registry",
+    "crawls",
+    "callbacks",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+WSGI_APPLICATION = "project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+
+def _database() -> dict:
+    config = dj_database_url.parse(env.DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        # Web, workers and beat write concurrently: WAL lets readers through and IMMEDIATE avoids lock upgrades.
+        config["OPTIONS"] = {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+        }
+        config["CONN_MAX_AGE"] = 0
+        # A file, not memory, so worker subprocesses started by tests share the test database.
+        config["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"trawl-test-{_test_db_suffix()}.sqlite3")}
+    return config
+
+
+def _test_db_suffix() -> str:
+    import os
+
+    return os.environ.get("TRAWL_TEST_DB_SUFFIX") or str(os.getpid())
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Request bodies bigger than this are refused before any view parses them.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["access.authentication.RequesterTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["access.permissions.IsRequester"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "project.errors.api_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Trawl API",
+    "DESCRIPTION": "Submit and watch Scrapy crawls run on Celery workers.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI is served from the sidecar package: no CDN, works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+}
+
+REDIS_URL = env.REDIS_URL
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.LOG_LEVEL},
+    "loggers": {"scrapy": {"level": "WARNING"}, "twisted": {"level": "WARNING"}},
+}
+
+# --- Trawl ---------------------------------------------------------------------------------------
+TRAWL_JOB_TIMEOUT = env.JOB_TIMEOUT  # seconds a crawl may run before it is stopped and failed with `timeout`
+TRAWL_HEARTBEAT_SECONDS = env.HEARTBEAT_SECONDS
+TRAWL_EGRESS_LABEL = env.EGRESS_LABEL
+TRAWL_DEFAULT_SCRAPER = "link"
+TRAWL_ITEM_CHUNK = 200  # items upserted per database round
+# Scrapy settings every crawl starts from; scraper, version and job settings override them in that order.
+TRAWL_SCRAPY_SETTINGS = {
+    "TELNETCONSOLE_ENABLED": False,
+    "REMOTE_CONTROL_ENABLED": False,
+    "ROBOTSTXT_OBEY": True,
+    "LOG_LEVEL": "WARNING",
+    "CONCURRENT_REQUESTS": 16,
+    "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+    "DOWNLOAD_TIMEOUT": 30,
+    "RETRY_TIMES": 1,
+    "USER_AGENT": "Trawl/0.1 (+https://github.com/trawl)",
+    "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
+}
+# The runner adds its own components through these so user settings never drop them by accident.
+TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {}
+TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {}

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.conf import settings
+
+from project.redis_server import redis_start_if_absent
+from tests.sites import LocalSite, write_catalogue
+from tests.workers import Worker
+
+
+@pytest.fixture(scope="session", autouse=True)
+def redis_server(tmp_path_factory):
+    """Real Redis: the one at REDIS_URL, or one we start from the pip-shipped binary and stop at the end."""
+    log = tmp_path_factory.mktemp("redis") / "redis.log"
+    server = redis_start_if_absent(settings.REDIS_URL, log_path=str(log))
+    yield settings.REDIS_URL
+    if server is not None:
+        server.terminate()
+        server.wait(10)
+
+
+@pytest.fixture
+def builtins(db):
+    from registry.builtins import builtins_ensure
+
+    builtins_ensure()
+
+
+@pytest.fixture
+def requester(db):
+    from access.services import token_issue
+
+    owner, token = token_issue(requester_name="alice")
+    owner.plain_token = token
+    return owner
+
+
+@pytest.fixture
+def api(requester):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {requester.plain_token}")
+    return client
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site")
+    write_catalogue(root)
+    with LocalSite(root) as local_site:
+        yield local_site
+
+
+@pytest.fixture(scope="session")
+def crawl_worker(django_db_setup, django_db_blocker, redis_server, tmp_path_factory):
+    """One real `celery worker` process (concurrency 1) for the whole session."""
+    worker = Worker(log_dir=tmp_path_factory.mktemp("workers"))
+    try:
+        worker.start()
+        yield worker
+    finally:
+        worker.stop()
+
+
+def wait_for_job(job_id, *, timeout: float = 90, statuses=("succeeded", "failed", "cancelled", "dead")):
+    from crawls.models import CrawlJob
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = CrawlJob.objects.get(pk=job_id)
+        if job.status in statuses:
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} still {job.status} after {timeout}s")
+
+
+@pytest.fixture
+def job_waiter(crawl_worker):
+    def wait(job_id, **kwargs):
+        try:
+            return wait_for_job(job_id, **kwargs)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- worker log ---\n{crawl_worker.log_tail()}") from None
+
+    return wait

@@ -1,0 +1,9 @@
+"""Test settings: the project's settings on a Redis database of their own, with fast heartbeats."""
+
+import os
+
+# Before project.env is imported: tests must never share queues with a `make run` on the same Redis.
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+os.environ.setdefault("TRAWL_HEARTBEAT_SECONDS", "1")
+
+from project.settings import *  # noqa: F403

@@ -1,0 +1,81 @@
+"""Local HTTP sites for tests: real sockets on 127.0.0.1, never the internet."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def write_catalogue(root: Path, *, products: int = 12, per_page: int = 5, price_of=lambda n: f"{10 + n}.00") -> None:
+    """A tiny shop: /index.html lists paginated /list-N.html pages that link to /product-N.html pages."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "robots.txt").write_text("User-agent: *\nDisallow: /private/\n")
+    pages = max(1, -(-products // per_page))
+    for page in range(1, pages + 1):
+        numbers = range((page - 1) * per_page + 1, min(page * per_page, products) + 1)
+        cards = "".join(
+            f'<div class="card"><a class="product" href="/product-{n}.html">Product {n}</a></div>' for n in numbers
+        )
+        nxt = f'<a class="next" href="/list-{page + 1}.html">next</a>' if page < pages else ""
+        (root / f"list-{page}.html").write_text(f"<html><title>List {page}</title><body>{cards}{nxt}</body></html>")
+    for n in range(1, products + 1):
+        (root / f"product-{n}.html").write_text(
+            f'<html><title>Product {n}</title><body><h1>Product {n}</h1><span class="price">{price_of(n)}</span>'
+            f'<img src="/img/{n}.png"><a href="/list-1.html">back</a></body></html>'
+        )
+    (root / "index.html").write_text('<html><title>Shop</title><body><a href="/list-1.html">All</a></body></html>')
+
+
+class LocalSite:
+    """Serves a directory, plus `/slow/N`: an endless chain of slow pages for timeout tests. Counts every hit."""
+
+    def __init__(self, root: Path, *, slow_delay: float = 0.3) -> None:
+        self.root = root
+        self.hits: Counter = Counter()
+        self.slow_delay = slow_delay
+        site = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, directory=str(site.root), **kwargs)
+
+            def do_GET(self):
+                site.hits[self.path] += 1
+                if self.path.startswith("/slow/"):
+                    return self.slow_page()
+                return super().do_GET()
+
+            def slow_page(self):
+                time.sleep(site.slow_delay)
+                number = int(self.path.rsplit("/", 1)[-1] or 0)
+                body = f'<html><title>Slow {number}</title><a href="/slow/{number + 1}">next</a></html>'.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def slow_hits(self) -> int:
+        return sum(count for path, count in self.hits.items() if path.startswith("/slow/"))
+
+    def __enter__(self) -> LocalSite:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,112 @@
+"""Real `celery worker` subprocesses for end-to-end tests, stopped even when a test fails."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+from project.celery import app
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def test_database_url() -> str:
+    """The URL of the database the tests are using right now, for processes we start."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or ""
+    auth = f"{user}:{db.get('PASSWORD') or ''}@" if user else ""
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+class Worker:
+    def __init__(
+        self, *, queues: str = "crawls,control,callbacks", concurrency: int = 1, env: dict | None = None, log_dir: Path
+    ) -> None:
+        self.name = f"trawl-test-{uuid.uuid4().hex[:8]}@%h"
+        self.queues = queues
+        self.concurrency = concurrency
+        self.extra_env = env or {}
+        self.log_path = log_dir / f"{self.name.split('@')[0]}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> Worker:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "project.settings",
+            "DATABASE_URL": test_database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "PYTHONPATH": str(BASE_DIR),
+            **self.extra_env,
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "project",
+            "worker",
+            "-Q",
+            self.queues,
+            "-c",
+            str(self.concurrency),
+            "-n",
+            self.name,
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "INFO",
+        ]
+        with open(self.log_path, "ab") as log:
+            # A session of its own, so stopping the worker also stops its pool processes.
+            self.process = subprocess.Popen(
+                command, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        hostname = self.name.replace("%h", os.uname().nodename)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.process.returncode}:\n{self.log_tail()}")
+            if app.control.ping(destination=[hostname], timeout=0.5):
+                return
+        self.stop()
+        raise RuntimeError(f"worker not ready within {timeout}s:\n{self.log_tail()}")
+
+    def pool_pids(self) -> list[int]:
+        import psutil
+
+        return [child.pid for child in psutil.Process(self.process.pid).children()]
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 20) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        pgid = os.getpgid(self.process.pid)
+        os.killpg(pgid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(pgid, signal.SIGKILL)
+            self.process.wait(5)
+        # Pool processes left behind by a killed parent still belong to the group.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)

@@ -78,9 +78,41 @@ class ErrorClass(models.TextChoices):
     ROUTING = "routing", "No scraper version to run"
 
 
+class BatchStatus(models.TextChoices):
+    PENDING = "pending", "Pending (being launched)"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class Batch(models.Model):
+    """Many jobs submitted together; one `batch.completed` callback when every one has ended."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    requester = models.ForeignKey(
+        "access.Requester", null=True, blank=True, on_delete=models.SET_NULL, related_name="batches"
+    )
+    name = models.CharField(max_length=200, blank=True)
+    priority = models.PositiveSmallIntegerField(default=50, validators=PRIORITY_VALIDATORS)
+    callback_url = models.URLField(max_length=2000, blank=True)
+    status = models.CharField(max_length=10, choices=BatchStatus.choices, default=BatchStatus.PENDING, db_index=True)
+    total = models.PositiveIntegerField(default=0)
+    totals = models.JSONField(default=dict, blank=True, help_text="Jobs by final status.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "batches"
+
+    def __str__(self) -> str:
+        return f"{self.name or self.id} [{self.status}]"
+
+
 class CrawlJob(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     source = models.ForeignKey(Source, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
+    batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
     url = models.URLField(max_length=2000)
     scraper = models.ForeignKey("registry.Scraper", on_delete=models.PROTECT, related_name="jobs")
     requested_version = models.CharField(max_length=64, blank=True)
@@ -162,3 +194,41 @@ class ItemSighting(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} saw {self.item_id} ({self.change})"
+
+
+class DomainThrottle(models.Model):
+    """Politeness for one site: a cluster-wide bucket per domain and one per (egress IP, domain)."""
+
+    domain = models.CharField(max_length=253, unique=True, help_text="Registered domain or exact host.")
+    rate = models.FloatField(default=1.0, validators=[MinValueValidator(0)], help_text="Requests per second.")
+    burst = models.PositiveIntegerField(default=5)
+    ip_rate = models.FloatField(default=1.0, validators=[MinValueValidator(0)], help_text="Per egress IP, req/s.")
+    ip_burst = models.PositiveIntegerField(default=5)
+    scale = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0), MaxValueValidator(1)], help_text="Multiplies both rates."
+    )
+    blocked = models.BooleanField(default=False, help_text="Refuse every request to this domain.")
+    note = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["domain"]
+
+    def __str__(self) -> str:
+        return self.domain
+
+
+class Proxy(models.Model):
+    url = models.CharField(max_length=500, unique=True, help_text="e.g. http://user:pass@10.0.0.5:3128")
+    egress_label = models.CharField(max_length=100, help_text="The egress IP this proxy leaves from.")
+    group = models.CharField(max_length=100, blank=True, help_text="Sources may ask for a proxy group.")
+    enabled = models.BooleanField(default=True)
+    cooling_down_until = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["egress_label"]
+        verbose_name_plural = "proxies"
+
+    def __str__(self) -> str:
+        return f"{self.egress_label} ({self.url.rsplit('@', 1)[-1]})"

@@ -7,3 +7,6 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("TRAWL_HEARTBEAT_SECONDS", "1")
 
 from project.settings import *  # noqa: F403
+
+# Tests log in often; hashing speed is not what they test.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

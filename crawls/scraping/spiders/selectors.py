@@ -32,7 +32,8 @@ def link_urls(response: scrapy.http.Response, spec: str | None) -> list[str]:
         return []
     # Accept either the link elements themselves or a selector ending in ::attr(href).
     nodes = response.xpath(spec[6:]) if spec.startswith("xpath:") else response.css(spec)
-    hrefs = [node.attrib.get("href") if node.attrib else node.get() for node in nodes]
+    # An attribute or text result has a plain string root and no element attributes.
+    hrefs = [node.get() if isinstance(node.root, str) else node.attrib.get("href") for node in nodes]
     return [response.urljoin(href) for href in hrefs if href]
 
 

@@ -1,0 +1,97 @@
+"""`make run`: prepare the database, Redis and the demo, then run every process under honcho until Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from project import env
+
+BASE_DIR = env.BASE_DIR
+VAR = BASE_DIR / "var"
+DEMO_BASE_URL = "http://127.0.0.1:8001"
+
+
+def manage(*args: str, capture: bool = False) -> str:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=BASE_DIR,
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE if capture else None,
+    )
+    return result.stdout or ""
+
+
+def persistent_secret(name: str) -> str:
+    """A random value made once per checkout, so sessions and logins survive restarts."""
+    path = VAR / name
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(32))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def banner(credentials: dict, flower_auth: str) -> str:
+    return "\n".join(
+        [
+            "",
+            "Trawl is starting (Ctrl-C stops everything):",
+            "  web / API   http://127.0.0.1:8000/api/jobs/   (docs: http://127.0.0.1:8000/api/docs/)",
+            f"  admin       http://127.0.0.1:8000/admin/      user {credentials['admin_user']}"
+            f" / password {credentials['admin_password']}",
+            f"  flower      http://127.0.0.1:5555/            basic auth {flower_auth}",
+            f"  demo shop   {DEMO_BASE_URL}/",
+            f"  redis       {env.REDIS_URL}",
+            f"  database    {env.DATABASE_URL.split('@')[-1]}",
+            f"  API token   {credentials['api_token']}  (requester {credentials['requester']}, admin)",
+            "",
+            "Try:",
+            f"  curl -s -H 'Authorization: Token {credentials['api_token']}' -H 'Content-Type: application/json' \\",
+            f'    -d \'{{"url": "{DEMO_BASE_URL}/index.html", "scraper": "demo_shop"}}\' http://127.0.0.1:8000/api/jobs/',
+            "",
+        ]
+    )
+
+
+def main() -> int:
+    VAR.mkdir(exist_ok=True)
+    os.environ.setdefault("SECRET_KEY", persistent_secret("secret.key"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    bin_dir = str(Path(sys.executable).parent)
+    os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+    from project.redis_server import redis_start_if_absent
+
+    redis = redis_start_if_absent(env.REDIS_URL, log_path=str(VAR / "redis.log"))
+    if redis:
+        print(f"No Redis answered at {env.REDIS_URL}: started one (pid {redis.pid}, log var/redis.log)")
+    try:
+        manage("migrate", "--noinput", "-v", "0")
+        manage("collectstatic", "--noinput", "-v", "0")
+        subprocess.run(
+            [sys.executable, "-m", "demo.generate", "--out", "demo/site", "--base-url", DEMO_BASE_URL],
+            cwd=BASE_DIR,
+            check=True,
+        )
+        seeded = manage("seed_demo", "--base-url", DEMO_BASE_URL, capture=True)
+        credentials = json.loads(seeded.strip().splitlines()[-1])
+        flower_auth = os.environ.setdefault("FLOWER_BASIC_AUTH", f"admin:{credentials['admin_password']}")
+        print(banner(credentials, flower_auth), flush=True)
+        honcho = [str(Path(bin_dir) / "honcho"), "start", "-f", "Procfile"]
+        # Ctrl-C reaches honcho too (same process group): let it stop its children, then clean up after it.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        return subprocess.call(honcho, cwd=BASE_DIR)
+    finally:
+        if redis is not None:
+            redis.terminate()
+            redis.wait(10)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""The Scrapy settings one crawl runs with: defaults < scraper < version < job options, with safety enforced."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from crawls.models import CrawlJob
+from crawls.scraping.settings import crawl_settings, trawl_setting
+from registry.models import Scraper, ScraperVersion
+
+pytestmark = pytest.mark.django_db
+
+SPIDER = "crawls.scraping.spiders.link.LinkSpider"
+
+
+def layered(*, scraper=None, version=None, options=None, name="shop"):
+    owner = Scraper.objects.create(name=name, settings=scraper or {})
+    used = ScraperVersion.objects.create(scraper=owner, version="1.0.0", spider=SPIDER, settings=version or {})
+    job = CrawlJob.objects.create(url="http://shop.test/", scraper=owner, options=options or {})
+    return crawl_settings(job=job, version=used)
+
+
+def test_defaults_apply_when_nothing_overrides_them():
+    merged = layered()
+
+    assert merged["ROBOTSTXT_OBEY"] is True
+    assert merged["CONCURRENT_REQUESTS"] == 16
+    assert merged["USER_AGENT"].startswith("Trawl/")
+
+
+def test_scraper_overrides_defaults():
+    merged = layered(scraper={"CONCURRENT_REQUESTS": 4, "ROBOTSTXT_OBEY": False})
+
+    assert merged["CONCURRENT_REQUESTS"] == 4
+    assert merged["ROBOTSTXT_OBEY"] is False
+
+
+def test_version_overrides_scraper():
+    merged = layered(scraper={"CONCURRENT_REQUESTS": 4, "DOWNLOAD_DELAY": 1}, version={"CONCURRENT_REQUESTS": 2})
+
+    assert merged["CONCURRENT_REQUESTS"] == 2
+    assert merged["DOWNLOAD_DELAY"] == 1
+
+
+def test_job_useragent_overrides_everything():
+    merged = layered(scraper={"USER_AGENT": "scraper"}, version={"USER_AGENT": "version"}, options={"useragent": "job"})
+
+    assert merged["USER_AGENT"] == "job"
+
+
+def test_version_useragent_applies_when_the_job_sets_none():
+    assert layered(scraper={"USER_AGENT": "scraper"}, version={"USER_AGENT": "version"})["USER_AGENT"] == "version"
+
+
+def test_telnet_and_remote_control_stay_off_whatever_a_version_says():
+    merged = layered(
+        scraper={"TELNETCONSOLE_ENABLED": True},
+        version={"TELNETCONSOLE_ENABLED": True, "REMOTE_CONTROL_ENABLED": True},
+    )
+
+    assert merged["TELNETCONSOLE_ENABLED"] is False
+    assert merged["REMOTE_CONTROL_ENABLED"] is False
+
+
+@override_settings(
+    TRAWL_SCRAPY_EXTENSIONS={"trawl.Heartbeat": 500}, TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES={"trawl.Throttle": 600}
+)
+def test_version_components_add_to_trawls_own():
+    merged = layered(
+        version={"EXTENSIONS": {"custom.Ext": 100}, "DOWNLOADER_MIDDLEWARES": {"custom.Proxy": 700}},
+    )
+
+    assert merged["EXTENSIONS"] == {"trawl.Heartbeat": 500, "custom.Ext": 100}
+    assert merged["DOWNLOADER_MIDDLEWARES"] == {"trawl.Throttle": 600, "custom.Proxy": 700}
+
+
+def test_one_crawls_settings_do_not_leak_into_the_next():
+    layered(version={"CONCURRENT_REQUESTS": 1, "EXTENSIONS": {"custom.Ext": 100}})
+
+    merged = layered(name="other")
+
+    assert merged["CONCURRENT_REQUESTS"] == 16
+    assert "custom.Ext" not in merged["EXTENSIONS"]
+
+
+def test_trawl_knobs_can_be_set_per_version():
+    merged = layered(version={"TRAWL_JOB_TIMEOUT": 5})
+
+    assert trawl_setting(merged, "TRAWL_JOB_TIMEOUT", 600) == 5
+    assert trawl_setting(merged, "TRAWL_MAX_SPIDER_ERRORS", 0) == 0

@@ -1,0 +1,157 @@
+"""Which scraper version runs a job: exact, variant, weighted A/B split, default."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from django.utils import timezone
+
+from project.errors import TrawlError
+from registry.models import Scraper, ScraperVersion
+from registry.services import version_route
+
+pytestmark = pytest.mark.django_db
+
+SPIDER = "crawls.scraping.spiders.link.LinkSpider"
+
+
+@pytest.fixture
+def scraper(db):
+    return Scraper.objects.create(name="demo_shop")
+
+
+@pytest.fixture
+def add(scraper):
+    def make(version, **fields):
+        return ScraperVersion.objects.create(scraper=scraper, version=version, spider=SPIDER, **fields)
+
+    return make
+
+
+def shares(scraper, draws: int, *, seed: int = 7, **kwargs) -> dict[str, float]:
+    rng = random.Random(seed)
+    picks = Counter(version_route(scraper=scraper, rng=rng, **kwargs).version for _ in range(draws))
+    return {version: 100 * count / draws for version, count in picks.items()}
+
+
+def test_exact_version_wins_over_default_and_traffic(scraper, add):
+    add("1.0.0", is_default=True, traffic_pct=100)
+    add("0.9.0")
+
+    assert version_route(scraper=scraper, version="0.9.0").version == "0.9.0"
+
+
+def test_exact_version_that_is_deprecated_is_an_error(scraper, add):
+    add("1.0.0", is_default=True)
+    add("0.9.0", deprecated_at=timezone.now())
+
+    with pytest.raises(TrawlError) as error:
+        version_route(scraper=scraper, version="0.9.0")
+
+    assert error.value.field == "version"
+    assert "0.9.0" in error.value.message
+
+
+def test_variant_picks_its_latest_version_by_semver(scraper, add):
+    add("1.10.0", variant="canary")
+    add("1.9.0", variant="canary")
+    add("2.0.0", variant="stable", is_default=True)
+
+    assert version_route(scraper=scraper, variant="canary").version == "1.10.0"
+
+
+def test_variant_latest_skips_deprecated(scraper, add):
+    add("1.0.0", variant="beta")
+    add("1.1.0", variant="beta", deprecated_at=timezone.now())
+
+    assert version_route(scraper=scraper, variant="beta").version == "1.0.0"
+
+
+def test_variant_without_active_version_is_an_error(scraper, add):
+    add("1.0.0", is_default=True)
+    add("1.1.0", variant="canary", deprecated_at=timezone.now())
+
+    with pytest.raises(TrawlError) as error:
+        version_route(scraper=scraper, variant="canary")
+
+    assert error.value.field == "variant"
+
+
+def test_deprecated_version_is_never_picked(scraper, add):
+    add("2.0.0", is_default=True, traffic_pct=100, deprecated_at=timezone.now())
+    add("1.0.0", is_default=True)
+
+    assert set(shares(scraper, 500)) == {"1.0.0"}
+
+
+def test_ninety_ten_split_holds_over_ten_thousand_draws(scraper, add):
+    add("1.0.0", variant="stable", traffic_pct=90, is_default=True)
+    add("1.1.0", variant="canary", traffic_pct=10)
+
+    split = shares(scraper, 10_000)
+
+    assert split["1.0.0"] == pytest.approx(90, abs=2)
+    assert split["1.1.0"] == pytest.approx(10, abs=2)
+
+
+def test_traffic_below_100_leaves_the_rest_to_the_default(scraper, add):
+    add("1.0.0", is_default=True)
+    add("1.1.0", variant="canary", traffic_pct=20)
+
+    split = shares(scraper, 5_000)
+
+    assert split["1.1.0"] == pytest.approx(20, abs=2)
+    assert split["1.0.0"] == pytest.approx(80, abs=2)
+
+
+def test_same_seed_gives_the_same_routing(scraper, add):
+    add("1.0.0", is_default=True, traffic_pct=50)
+    add("1.1.0", traffic_pct=50)
+
+    first = [version_route(scraper=scraper, rng=random.Random(3)).version for _ in range(3)]
+    second = [version_route(scraper=scraper, rng=random.Random(3)).version for _ in range(3)]
+
+    assert first == second
+
+
+def test_min_priority_keeps_low_priority_jobs_off_a_version(scraper, add):
+    add("1.0.0", is_default=True)
+    add("1.1.0", variant="canary", traffic_pct=50, min_priority=80)
+
+    low = shares(scraper, 1_000, priority=50)
+    urgent = shares(scraper, 1_000, priority=80)
+
+    assert set(low) == {"1.0.0"}
+    assert urgent["1.1.0"] == pytest.approx(50, abs=5)
+
+
+def test_default_when_no_version_has_traffic(scraper, add):
+    add("2.0.0")
+    add("1.0.0", is_default=True)
+
+    assert version_route(scraper=scraper).version == "1.0.0"
+
+
+def test_nothing_to_route_to_is_a_clear_error(scraper, add):
+    add("1.0.0")
+
+    with pytest.raises(TrawlError) as error:
+        version_route(scraper=scraper)
+
+    assert error.value.field == "scraper"
+    assert "no version to route to" in error.value.message
+
+
+def test_scraper_without_versions_is_a_clear_error(scraper):
+    with pytest.raises(TrawlError, match="no version to route to"):
+        version_route(scraper=scraper)
+
+
+def test_routing_ignores_other_scrapers_versions(scraper, add):
+    other = Scraper.objects.create(name="other")
+    ScraperVersion.objects.create(scraper=other, version="9.0.0", spider=SPIDER, is_default=True, traffic_pct=100)
+    add("1.0.0", is_default=True)
+
+    assert set(shares(scraper, 200)) == {"1.0.0"}

@@ -132,6 +132,9 @@ def run_spider(
             result.cancel()
             break
     stats = session.final_stats if session.final_stats is not None else live_stats(session)
+    if session.finish_reason:
+        # Scrapy records the reason after our spider_closed handler copied the stats.
+        stats["finish_reason"] = session.finish_reason
     crawl_result = CrawlResult(
         stats=stats,
         finish_reason=session.finish_reason,

@@ -34,6 +34,7 @@ def test_rest_job_succeeds_with_expected_items(api, builtins, site, job_waiter):
     assert detail["version"] == "1.0.0"
     assert detail["stats"]["items_new"] == 12
     assert detail["stats"]["status_codes"] == {"200": 15}
+    assert detail["stats"]["finish_reason"] == "finished"
     items = api.get(f"/api/jobs/{job['id']}/items/?limit=100").json()
     assert items["count"] == 12
     first = min(items["results"], key=lambda row: int(row["data"]["title"].split()[-1]))

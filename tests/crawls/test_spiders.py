@@ -323,3 +323,9 @@ def test_missing_fields_is_a_clear_error():
 def test_spiders_are_scrapy_spiders_with_names():
     assert issubclass(LinkSpider, scrapy.Spider) and LinkSpider.name == "link"
     assert issubclass(SelectorsSpider, scrapy.Spider) and SelectorsSpider.name == "selectors"
+
+
+def test_allowed_domain_written_with_a_port_still_matches_its_host():
+    assert host_allowed("http://shop.test:8080/a", ["shop.test:8080"])
+    assert host_allowed("http://www.shop.test/a", ["shop.test:8080"])
+    assert not host_allowed("http://other.test:8080/a", ["shop.test:8080"])

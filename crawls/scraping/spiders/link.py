@@ -17,7 +17,9 @@ from crawls.scraping.spiders.base import TrawlSpider
 def host_allowed(url: str, domains: list[str]) -> bool:
     # By host name, not netloc: Scrapy's url_is_from_any_domain would compare "host:port" with "host".
     host = (urlsplit(url).hostname or "").lower()
-    return any(host == domain or host.endswith(f".{domain}") for domain in map(str.lower, domains))
+    # A domain written with a port ("shop.test:8080") means its host: ports are not part of a site's identity here.
+    names = [domain.lower().rsplit(":", 1)[0] if domain.count(":") == 1 else domain.lower() for domain in domains]
+    return any(host == name or host.endswith(f".{name}") for name in names)
 
 
 def parse_cookie(header: str) -> dict[str, str]:

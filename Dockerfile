@@ -19,6 +19,9 @@ COPY access/ access/
 COPY registry/ registry/
 COPY crawls/ crawls/
 COPY callbacks/ callbacks/
+COPY ops/ ops/
+COPY catalog/ catalog/
+COPY templates/ templates/
 
 # Static files are baked into the image and served by WhiteNoise; a throwaway key is enough for collectstatic.
 RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint format bench clean browser
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Trawl needs Python 3.11+"'
@@ -19,8 +19,15 @@ install: $(STAMP)
 run: install
 	$(BIN)/python -m project.devrun
 
-test: install lint
+test: install lint browser
 	$(BIN)/python -m pytest
+
+# Debian's Chromium for the dashboard's headless-browser test: installed only when missing and apt-get exists.
+browser:
+	@if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo -n); \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	fi
 
 lint: install
 	$(BIN)/ruff check .

@@ -17,3 +17,20 @@ def cancel_request(*, job_id: object) -> None:
 
 def cancel_requested(*, job_id: object) -> bool:
     return bool(get_redis().exists(_key(job_id)))
+
+
+def _batch_key(batch_id: object) -> str:
+    return f"trawl:cancel:batch:{batch_id}"
+
+
+def cancel_request_batch(*, batch_id: object, job_ids: list) -> None:
+    """Flag the batch and each of its jobs in one round trip; every job polls its own flag."""
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.set(_batch_key(batch_id), "1", ex=FLAG_TTL_SECONDS)
+    for job_id in job_ids:
+        pipe.set(_key(job_id), "1", ex=FLAG_TTL_SECONDS)
+    pipe.execute()
+
+
+def cancel_requested_batch(*, batch_id: object) -> bool:
+    return bool(get_redis().exists(_batch_key(batch_id)))

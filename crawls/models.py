@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import uuid
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
 PRIORITY_VALIDATORS = [MinValueValidator(1), MaxValueValidator(100)]
+
+
+def validate_timezone(value: str) -> None:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValidationError(f"{value!r} is not an IANA timezone, e.g. Europe/Paris or UTC") from exc
 
 
 class SourceKind(models.TextChoices):
@@ -36,11 +45,28 @@ class Source(models.Model):
     next_sync_at = models.DateTimeField(default=timezone.now, db_index=True)
     config = models.JSONField(default=dict, blank=True, help_text="Cookies, headers, selectors, proxy group...")
     enabled = models.BooleanField(default=True)
-    window_start_hour = models.PositiveSmallIntegerField(null=True, blank=True, validators=[MaxValueValidator(23)])
-    window_end_hour = models.PositiveSmallIntegerField(null=True, blank=True, validators=[MaxValueValidator(23)])
-    timezone = models.CharField(max_length=64, default="UTC")
+    window_start_hour = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(23)], help_text="Crawls start from this hour (local)..."
+    )
+    window_end_hour = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(23)],
+        help_text="...until before this one; 22 → 6 is night.",
+    )
+    timezone = models.CharField(max_length=64, default="UTC", validators=[validate_timezone])
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_stats = models.JSONField(default=dict, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True, help_text="When its last job ended.")
+    schedule_note = models.CharField(max_length=300, blank=True, help_text="Why the next run is when it is.")
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="children",
+        help_text="The hub or sitemap that discovered it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -167,6 +193,10 @@ class Item(models.Model):
     last_seen = models.DateTimeField(default=timezone.now)
     changed_at = models.DateTimeField(default=timezone.now)
     last_job = models.ForeignKey(CrawlJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Our category, when the item's external `category` is mapped (catalog.CategoryMap).
+    category = models.ForeignKey(
+        "catalog.Category", null=True, blank=True, on_delete=models.SET_NULL, related_name="items"
+    )
 
     class Meta:
         ordering = ["-last_seen"]
@@ -194,6 +224,25 @@ class ItemSighting(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} saw {self.item_id} ({self.change})"
+
+
+class ItemPriceChange(models.Model):
+    """An item's price moved: from what to what, seen by which job. The latest few are kept per item."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="price_changes")
+    job = models.ForeignKey(CrawlJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    old_price = models.CharField(max_length=40, blank=True)
+    old_currency = models.CharField(max_length=3, blank=True)
+    new_price = models.CharField(max_length=40, blank=True)
+    new_currency = models.CharField(max_length=3, blank=True)
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-changed_at", "-pk"]
+        indexes = [models.Index(fields=["item", "-changed_at"], name="price_change_item_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.old_price} {self.old_currency} → {self.new_price} {self.new_currency}"
 
 
 class DomainThrottle(models.Model):

@@ -1,11 +1,11 @@
-"""Reads over jobs and items."""
+"""Reads over jobs, items and batches."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from access.models import Requester
-from crawls.models import CrawlJob, ItemSighting
+from crawls.models import Batch, CrawlJob, ItemSighting, JobStatus
 
 
 def jobs_visible(*, requester: Requester) -> QuerySet[CrawlJob]:
@@ -16,3 +16,32 @@ def jobs_visible(*, requester: Requester) -> QuerySet[CrawlJob]:
 
 def job_items(*, job: CrawlJob) -> QuerySet[ItemSighting]:
     return ItemSighting.objects.filter(job=job).select_related("item").order_by("item_id")
+
+
+def batches_counted(batches: QuerySet[Batch] | None = None) -> QuerySet[Batch]:
+    """Annotate live job counts by status (`n_queued`, `n_running`, ...) in the same query."""
+    counts = {f"n_{status}": Count("jobs", filter=Q(jobs__status=status)) for status in JobStatus.values}
+    return (Batch.objects.all() if batches is None else batches).annotate(**counts)
+
+
+def batches_visible(*, requester: Requester) -> QuerySet[Batch]:
+    """Like jobs: admins see every batch, a requester its own. Live job counts by status come annotated."""
+    batches = batches_counted().order_by("-created_at")
+    return batches if requester.is_admin else batches.filter(requester=requester)
+
+
+def batch_with_jobs(queryset: QuerySet[Batch]) -> QuerySet[Batch]:
+    return queryset.prefetch_related(Prefetch("jobs", queryset=CrawlJob.objects.order_by("queued_at", "id")))
+
+
+def batch_totals(batch: Batch) -> dict[str, int]:
+    """Jobs by status, every status present: the stored totals once finished, else counted now."""
+    totals = dict.fromkeys(JobStatus.values, 0)
+    if batch.finished_at is not None and batch.totals:
+        totals.update(batch.totals)
+    elif hasattr(batch, "n_queued"):
+        totals.update({status: getattr(batch, f"n_{status}") for status in JobStatus.values})
+    else:
+        rows = CrawlJob.objects.filter(batch=batch).values("status").annotate(n=Count("id"))
+        totals.update({row["status"]: row["n"] for row in rows})
+    return totals

@@ -15,8 +15,42 @@ def run_crawl(self, job_id: str, attempt: int = 1) -> dict:
     return job_execute(job_id=job_id, attempt=attempt, worker=worker)
 
 
-@shared_task(name="crawls.tasks.dispatch_due_sources")
+# Beat sends one every minute, so an older one still waiting (no ops worker for a while) is dropped, not run late.
+@shared_task(name="crawls.tasks.dispatch_due_sources", expires=55)
 def dispatch_due_sources() -> int:
+    """Book the due sources and publish their jobs; a second beat's run finds the lease taken and does nothing."""
     from crawls.services.sources import sources_dispatch_due
 
     return len(sources_dispatch_due())
+
+
+@shared_task(name="crawls.tasks.launch_batch", acks_late=True)
+def launch_batch(batch_id: str) -> str:
+    from crawls.services.batches import batch_launch
+
+    return batch_launch(batch_id=batch_id)
+
+
+# The chord body and its error callback; the sweeper calls the same service. Idempotent, so any may run first.
+@shared_task(name="crawls.tasks.finalize_batch", acks_late=True)
+def finalize_batch(batch_id: str) -> str:
+    from crawls.services.batches import batch_finalize
+
+    batch = batch_finalize(batch_id=batch_id)
+    return batch.status if batch else "not finalized (already done or jobs still active)"
+
+
+@shared_task(name="crawls.tasks.sweep_batches")
+def sweep_batches() -> dict:
+    from crawls.services.batches import batches_sweep
+
+    return batches_sweep()
+
+
+# Beat sends one every TRAWL_REAPER_INTERVAL_SECONDS; a late one is dropped rather than run twice in a row.
+@shared_task(name="crawls.tasks.reap_dead_jobs", expires=60)
+def reap_dead_jobs() -> dict:
+    """Requeue or end jobs whose worker died; republish queued jobs whose message was lost."""
+    from crawls.services.reaper import jobs_reap
+
+    return jobs_reap()

@@ -55,8 +55,10 @@ def demo_scraper_ensure() -> Scraper:
 
 
 def demo_sources_ensure(*, base_url: str, demo_shop: Scraper) -> list[Source]:
-    """A hub crawled by the demo spider, plus a list and a product page crawled by config alone (`selectors`)."""
+    """A hub crawled by the demo spider, a list and a product page crawled by config alone (`selectors`), and the
+    sitemap, whose first category's products become product sources crawled by `selectors` too."""
     selectors = Scraper.objects.get(name="selectors")
+    sitemap = Scraper.objects.get(name="sitemap")
     first = catalogue()[0]
     specs = [
         (demo_shop, f"{base_url}/index.html", SourceKind.HUB, SourceStrategy.DISCOVERY, 60, {}),
@@ -75,6 +77,17 @@ def demo_sources_ensure(*, base_url: str, demo_shop: Scraper) -> list[Source]:
             SourceStrategy.DEEP,
             40,
             {"fields": PRODUCT_FIELDS},
+        ),
+        (
+            sitemap,
+            f"{base_url}/sitemap.xml",
+            SourceKind.SITEMAP,
+            SourceStrategy.DISCOVERY,
+            30,
+            {
+                "allow": [f"/product/{first.products[0].sku.split('-')[0]}-"],
+                "children": {"scraper": "selectors", "config": {"fields": PRODUCT_FIELDS}},
+            },
         ),
     ]
     now = timezone.now()

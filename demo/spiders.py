@@ -8,6 +8,7 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
+from crawls.scraping.discovery import discovered
 from crawls.scraping.spiders.base import TrawlSpider
 
 
@@ -45,9 +46,13 @@ class DemoShopSpider(TrawlSpider):
         else:
             self.logger.warning("%s is not a demo shop page (no categories, products or product details)", response.url)
 
-    def parse_hub(self, response: Response) -> Iterator[scrapy.Request]:
+    def parse_hub(self, response: Response) -> Iterator[Any]:
+        """Follow each category; a `discovery` source's job reports them instead, and they become list sources."""
         for link in response.css("a.category"):
-            yield response.follow(link, callback=self.parse_list)
+            if getattr(self, "strategy", "deep") == "discovery":
+                yield discovered(response.urljoin(link.attrib["href"]))
+            else:
+                yield response.follow(link, callback=self.parse_list)
 
     def parse_list(self, response: Response) -> Iterator[scrapy.Request]:
         for link in response.css(".product-card a.product-link"):

@@ -36,3 +36,38 @@ HEARTBEAT_SECONDS = _int("TRAWL_HEARTBEAT_SECONDS", 5)
 WORKER_MAX_TASKS_PER_CHILD = _int("TRAWL_WORKER_MAX_TASKS_PER_CHILD", 200)
 WORKER_MAX_MEMORY_KB = _int("TRAWL_WORKER_MAX_MEMORY_KB", 1_000_000)
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
+
+
+def _float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value else default
+
+
+# Batches and webhooks (see the TRAWL_BATCH_* / TRAWL_WEBHOOK_* settings for what each means).
+BATCH_MAX_JOBS = _int("TRAWL_BATCH_MAX_JOBS", 5000)
+BATCH_LAUNCH_GRACE_SECONDS = _float("TRAWL_BATCH_LAUNCH_GRACE_SECONDS", 120)
+BATCH_JOB_LOST_SECONDS = _float("TRAWL_BATCH_JOB_LOST_SECONDS", 900)
+WEBHOOK_MAX_ATTEMPTS = _int("TRAWL_WEBHOOK_MAX_ATTEMPTS", 8)
+WEBHOOK_BACKOFF_SECONDS = _float("TRAWL_WEBHOOK_BACKOFF_SECONDS", 10)
+WEBHOOK_BACKOFF_MAX_SECONDS = _float("TRAWL_WEBHOOK_BACKOFF_MAX_SECONDS", 1800)
+WEBHOOK_TIMEOUT_SECONDS = _float("TRAWL_WEBHOOK_TIMEOUT_SECONDS", 10)
+WEBHOOK_SWEEP_GRACE_SECONDS = _float("TRAWL_WEBHOOK_SWEEP_GRACE_SECONDS", 120)
+PUBLIC_URL = os.environ.get("TRAWL_PUBLIC_URL", "http://127.0.0.1:8000")
+
+# Politeness for domains without a DomainThrottle rule (requests per second and bucket size).
+THROTTLE_DEFAULT_RATE = _float("TRAWL_THROTTLE_DEFAULT_RATE", 2.0)
+THROTTLE_DEFAULT_BURST = _int("TRAWL_THROTTLE_DEFAULT_BURST", 10)
+
+# Reliability: the job reaper (docs/failure-handling.md). Stale = no heartbeat for this long; default 3 beats + 15 s.
+REAPER_INTERVAL_SECONDS = _int("TRAWL_REAPER_INTERVAL_SECONDS", 15)
+REAPER_STALE_SECONDS = _float("TRAWL_REAPER_STALE_SECONDS", 3 * HEARTBEAT_SECONDS + 15)
+REAPER_QUEUED_SECONDS = _float("TRAWL_REAPER_QUEUED_SECONDS", 900)
+# Outgoing-request guard: refuse private, loopback and link-local targets (on in production settings).
+BLOCK_PRIVATE_TARGETS = _bool("TRAWL_BLOCK_PRIVATE_TARGETS", False)
+# Production settings (project.settings_production) only.
+BLOCK_PRIVATE_TARGETS_PRODUCTION = _bool("TRAWL_BLOCK_PRIVATE_TARGETS", True)
+SECURE_SSL_REDIRECT = _bool("TRAWL_SECURE_SSL_REDIRECT", True)
+HSTS_SECONDS = _int("TRAWL_HSTS_SECONDS", 31_536_000)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
+TRUST_X_FORWARDED_PROTO = _bool("TRAWL_TRUST_X_FORWARDED_PROTO", False)
+CSRF_TRUSTED_ORIGINS = _list("CSRF_TRUSTED_ORIGINS", "")

@@ -32,10 +32,14 @@ INSTALLED_APPS = [
     "registry",
     "crawls",
     "callbacks",
+    "ops",
+    "catalog",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # DRF's JSON parser reads the stream itself, past Django's DATA_UPLOAD_MAX_MEMORY_SIZE check: 413 first.
+    "project.limits.BodySizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -120,6 +124,12 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI is served from the sidecar package: no CDN, works offline.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # Several models have a `status`: name each enum, so the schema (and `check --deploy`) has no collision warning.
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatusEnum": "crawls.models.JobStatus",
+        "BatchStatusEnum": "crawls.models.BatchStatus",
+        "DeliveryStatusEnum": "callbacks.models.DeliveryStatus",
+    },
 }
 
 REDIS_URL = env.REDIS_URL
@@ -150,9 +160,128 @@ TRAWL_SCRAPY_SETTINGS = {
     "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
     "DOWNLOAD_TIMEOUT": 30,
     "RETRY_TIMES": 1,
+    # Scrapy's default of 100 concurrent item tasks per response costs CPU for nothing with dict items.
+    "CONCURRENT_ITEMS": 10,
     "USER_AGENT": "Trawl/0.1 (+https://github.com/trawl)",
     "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
 }
 # The runner adds its own components through these so user settings never drop them by accident.
-TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {}
-TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {}
+TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {
+    # Records the longest Retry-After a site sent, so the source's next run honours it (docs/scheduling.md).
+    "crawls.scraping.retry_after.RetryAfterStats": 0,
+}
+TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
+    # Before Scrapy's UserAgentMiddleware (500), which only fills in a User-Agent when none is set.
+    "crawls.scraping.middlewares.UserAgentRotationMiddleware": 490,
+    # Before HttpProxyMiddleware (750), which applies the chosen proxy; sets the egress label the throttle keys on.
+    "crawls.scraping.proxies.ProxyRotationMiddleware": 740,
+    # Last before DownloaderStats (850): the token is taken as close to the request leaving as middlewares allow.
+    "crawls.scraping.middlewares.ThrottleMiddleware": 800,
+}
+
+# --- Throttling (see docs/throttling.md) ------------------------------------------------------------
+TRAWL_THROTTLE_ENABLED = True
+# Buckets of a domain no DomainThrottle row names: requests per second and burst, cluster-wide and per egress IP.
+TRAWL_THROTTLE_DEFAULTS = {
+    "rate": env.THROTTLE_DEFAULT_RATE,
+    "burst": env.THROTTLE_DEFAULT_BURST,
+    "ip_rate": env.THROTTLE_DEFAULT_RATE,
+    "ip_burst": env.THROTTLE_DEFAULT_BURST,
+}
+# Longest single sleep before asking Redis again, so a rate raised in the admin applies to waiting requests at once.
+TRAWL_THROTTLE_MAX_SLEEP = 1.0
+# Longest pause a site's Retry-After may impose on its domain (seconds).
+TRAWL_THROTTLE_MAX_PAUSE = 3600
+# Seconds the Redis mirror of the rules is trusted before a worker reloads it from the database. Services publish
+# every change at once; this only bounds how long a change made behind their back (shell, fixture) goes unseen.
+TRAWL_THROTTLE_RULES_TTL = 15
+# Proxy and User-Agent rotation: a scraper or version may override any of these in its Scrapy settings.
+TRAWL_PROXY_ENABLED = True
+TRAWL_PROXY_GROUP = ""  # "" is the pool of proxies without a group; a source's config `proxy_group` picks another
+TRAWL_PROXY_COOLDOWN = 600  # seconds a proxy rests after a site blocked it
+TRAWL_PROXY_BAN_STATUSES = [403, 429]
+TRAWL_PROXY_BAN_MARKERS = ["g-recaptcha", "h-captcha", "cf-challenge", "captcha-delivery", "are you a robot"]
+TRAWL_PROXY_REFRESH_SECONDS = 10  # how often a crawl re-reads the proxy table (other workers' cool-downs, edits)
+TRAWL_USER_AGENTS: list[str] = []  # empty: every request sends USER_AGENT (or the job's `useragent`)
+
+# --- Batches and webhooks --------------------------------------------------------------------------
+TRAWL_BATCH_MAX_JOBS = env.BATCH_MAX_JOBS  # job specs one POST /api/batches/ may carry
+# A batch still `pending` this long after submission (its launcher task was lost) is launched again by the sweeper.
+TRAWL_BATCH_LAUNCH_GRACE_SECONDS = env.BATCH_LAUNCH_GRACE_SECONDS
+# Backstop for lost workers: a running batch job whose heartbeat is this old is ended `dead` (worker_lost) by the
+# batch sweeper so its batch can still complete. Far above the heartbeat; the job reaper should act well before.
+TRAWL_BATCH_JOB_LOST_SECONDS = env.BATCH_JOB_LOST_SECONDS
+TRAWL_WEBHOOK_MAX_ATTEMPTS = env.WEBHOOK_MAX_ATTEMPTS  # then the delivery is `dead`
+TRAWL_WEBHOOK_BACKOFF_SECONDS = env.WEBHOOK_BACKOFF_SECONDS  # first retry after about this; doubles each attempt
+# Cap on one wait; below the broker visibility timeout (1 h), or a retry held by a worker would be redelivered.
+TRAWL_WEBHOOK_BACKOFF_MAX_SECONDS = env.WEBHOOK_BACKOFF_MAX_SECONDS
+TRAWL_WEBHOOK_TIMEOUT_SECONDS = env.WEBHOOK_TIMEOUT_SECONDS  # connect + read timeout of one POST
+# A delivery due this long ago whose task never ran (lost message, dead worker) is published again by the sweeper.
+TRAWL_WEBHOOK_SWEEP_GRACE_SECONDS = env.WEBHOOK_SWEEP_GRACE_SECONDS
+TRAWL_WEBHOOK_LINK_BASE_URL = env.PUBLIC_URL  # where this API is reached: base of `items_url` in payloads
+
+# --- Scraper registry: routing cache and automatic rollback (see docs/registry.md) -------------------------
+# How often a process asks Redis whether the registry changed (one GET) before trusting its cached versions.
+# 0 = before every route: a change applies to the very next job anywhere. Raise it to trade freshness for GETs.
+TRAWL_ROUTING_CHECK_SECONDS = 0.0
+# Backstop only, not the invalidation: bounds how long a write that bumped nothing (QuerySet.update in a shell) is
+# unseen. Every write through services, admin, API or model save() invalidates every process within the check above.
+TRAWL_ROUTING_CACHE_MAX_AGE = 300
+TRAWL_ROLLBACK_ENABLED = True
+# A canary/beta is judged once it has run this many jobs in its current rollout (per scraper: settings override).
+TRAWL_ROLLBACK_MIN_JOBS = 20
+# ...and rolled back (traffic -> 0) when its failure rate exceeds stable's by more than this (0.2 = 20 points).
+TRAWL_ROLLBACK_THRESHOLD = 0.2
+# Where `scraper.rolled_back` events go ("" = nowhere), signed with this requester's webhook secret.
+TRAWL_ROLLBACK_WEBHOOK_URL = ""
+TRAWL_ROLLBACK_WEBHOOK_REQUESTER = ""
+
+# --- Operations: stats counters, /metrics, the admin dashboard (see docs/operations.md) -------------------
+TRAWL_STATS_PREFIX = "trawl:stats"  # Redis keys of the counters, queue samples and the last worker answer
+TRAWL_STATS_WINDOWS = (900, 3600, 86400)  # rolling windows of /api/stats/ (seconds; whole minutes), plus lifetime
+# Job duration histogram buckets of /metrics (seconds; +Inf is added).
+TRAWL_STATS_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
+TRAWL_STATS_SAMPLE_SECONDS = 30  # beat's queue-depth/worker sample (the `ops-sample` periodic task's interval)
+TRAWL_STATS_QUEUE_SAMPLES_KEPT = 2880  # a day of samples at 30 s
+TRAWL_STATS_INSPECT_TIMEOUT = 1.0  # seconds a sample waits for workers to answer `inspect active`
+TRAWL_STATS_WORKERS_SECONDS = 86400  # a node that ran a job this recently is listed among the workers seen
+TRAWL_STATS_DASHBOARD_MINUTES = 60  # the dashboard's jobs-per-minute chart
+TRAWL_STATS_DASHBOARD_SAMPLES = 120  # queue-depth samples the dashboard draws (an hour at 30 s)
+# "" leaves /metrics open, as Prometheus expects on a private network; else scrapes must send `Bearer <token>`.
+TRAWL_STATS_METRICS_TOKEN = ""
+
+# --- Scheduling: dispatching due sources, adaptive intervals, backoff (see docs/scheduling.md) ------------
+# A dispatcher that died frees its Redis lease after this long; a live one renews it after every chunk.
+TRAWL_SCHEDULING_LEASE_SECONDS = 60
+TRAWL_SCHEDULING_DISPATCH_CHUNK = 500  # sources booked (and their jobs published) per transaction
+TRAWL_SCHEDULING_DISPATCH_MAX = 10_000  # sources booked per pass; any more wait for the next minute
+# A run "changed much" when at least this fraction of what it saw was new or changed: interval back to min.
+TRAWL_SCHEDULING_MANY_CHANGES = 0.25
+TRAWL_SCHEDULING_BACKOFF = (3600, 4 * 3600, 24 * 3600)  # after the 1st, 2nd, 3rd+ network error or block in a row
+TRAWL_SCHEDULING_MAX_RETRY_AFTER = 7 * 86400  # a site's Retry-After is honoured up to this long
+TRAWL_SCHEDULING_MIN_INTERVAL = 60  # shortest interval a source may ask for: beat dispatches once a minute
+TRAWL_SCHEDULING_DISCOVERY_MAX = 50_000  # sources one discovery job may create
+
+# --- Reliability: the job reaper (see docs/failure-handling.md) -----------------------------------------
+# Beat runs `reap-dead-jobs` this often (the periodic task's interval when it is first created).
+TRAWL_REAPER_INTERVAL_SECONDS = env.REAPER_INTERVAL_SECONDS
+# A running job with no heartbeat for this long lost its worker: requeued (attempt + 1) or, after its last attempt,
+# ended `dead` (worker_lost). A few heartbeats, far below TRAWL_BATCH_JOB_LOST_SECONDS and the visibility timeout.
+TRAWL_REAPER_STALE_SECONDS = env.REAPER_STALE_SECONDS
+# A job queued this long without a claim is published again (its message may be lost); at most once per this long.
+TRAWL_REAPER_QUEUED_SECONDS = env.REAPER_QUEUED_SECONDS
+TRAWL_REAPER_MAX_PER_PASS = 500  # jobs requeued/republished per pass; the rest wait for the next one
+# --- Outgoing requests --------------------------------------------------------------------------------
+# Refuse private, loopback and link-local targets for callbacks and for crawls submitted by non-admin requesters.
+TRAWL_BLOCK_PRIVATE_TARGETS = env.BLOCK_PRIVATE_TARGETS
+
+# --- Ingestion: item schema checks, normalization, price history, category mapping (see docs/ingestion.md) ---
+TRAWL_INGESTION_INVALID_SAMPLE = 5  # rejected items a job keeps (with their reasons) in stats["invalid_sample"]
+TRAWL_INGESTION_BASE_CURRENCY = ""  # e.g. "EUR": prices also stored converted as `_price_base`; a schema may override
+TRAWL_INGESTION_RATES: dict[str, str] = {}  # units of the base currency per unit of each currency, e.g. {"USD": "0.92"}
+TRAWL_INGESTION_PRICE_HISTORY = 20  # price changes kept per item (older ones are pruned)
+TRAWL_INGESTION_CLASSIFIER = "catalog.classifiers.LexicalClassifier"  # or catalog.classifiers.EmbeddingClassifier
+# Below this score (0..1) an external category waits for a human.
+# None: the classifier's own threshold (lexical 0.75, embedding 0.5).
+TRAWL_INGESTION_CATEGORY_THRESHOLD: float | None = None
+TRAWL_INGESTION_MAPPING_SECONDS = 300  # how often beat's `map-categories` runs (when the periodic task is created)

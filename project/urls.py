@@ -2,12 +2,19 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from ops.apis import StatsView
 from project.health import healthz
+from project.metrics import metrics
 
 urlpatterns = [
+    # Before admin.site.urls, whose catch-all would answer 404 for it.
+    path("admin/ops/", include("ops.urls")),
     path("admin/", admin.site.urls),
+    path("api/stats/", StatsView.as_view(), name="stats"),
     path("api/", include("crawls.urls")),
+    path("api/", include("registry.urls")),
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]), name="swagger-ui"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
 ]

@@ -8,6 +8,10 @@ BUILTIN_SCRAPERS = {
         "Extract items with CSS/XPath selectors from a source's config, no code.",
         "crawls.scraping.spiders.selectors.SelectorsSpider",
     ),
+    "sitemap": (
+        "Read sitemaps and indexes (gzip too); make product sources.",
+        "crawls.scraping.spiders.sitemap.SitemapSpider",
+    ),
 }
 
 

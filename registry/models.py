@@ -54,7 +54,12 @@ class ScraperVersion(models.Model):
     )
     settings = models.JSONField(default=dict, blank=True, help_text="Scrapy settings overriding the scraper's.")
     created_at = models.DateTimeField(auto_now_add=True)
-    deprecated_at = models.DateTimeField(null=True, blank=True)
+    deprecated_at = models.DateTimeField(null=True, blank=True, help_text="Deprecated versions never route.")
+    rollout_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its traffic last rose from 0; automatic rollback judges jobs since then."
+    )
+    rolled_back_at = models.DateTimeField(null=True, blank=True, help_text="Set when automatic rollback cut traffic.")
+    rollback_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["scraper__name", "-created_at"]
@@ -66,3 +71,9 @@ class ScraperVersion(models.Model):
     @property
     def is_active(self) -> bool:
         return self.deprecated_at is None
+
+    @property
+    def state(self) -> str:
+        if self.deprecated_at is not None:
+            return "deprecated"
+        return "rolled back" if self.rolled_back_at is not None else "active"

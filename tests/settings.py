@@ -5,6 +5,9 @@ import os
 # Before project.env is imported: tests must never share queues with a `make run` on the same Redis.
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("TRAWL_HEARTBEAT_SECONDS", "1")
+# Local test sites have no throttle rule; tests that check politeness configure their own.
+os.environ.setdefault("TRAWL_THROTTLE_DEFAULT_RATE", "200")
+os.environ.setdefault("TRAWL_THROTTLE_DEFAULT_BURST", "200")
 
 from project.settings import *  # noqa: F403
 

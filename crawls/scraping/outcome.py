@@ -46,6 +46,10 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
         "spider_exceptions": spider_exceptions,
         "robots_forbidden": scrapy_stats.get("robotstxt/forbidden", 0),
         "finish_reason": scrapy_stats.get("finish_reason", ""),
+        # Politeness numbers from the throttle middleware: waits, wait_seconds, blocked, paused...
+        "throttle": {
+            key.removeprefix("throttle/"): value for key, value in scrapy_stats.items() if key.startswith("throttle/")
+        },
     }
 
 
@@ -79,7 +83,10 @@ def _no_good_page(codes: Counter, stats: dict[str, Any]) -> Verdict:
     """Every request failed: name the failure that explains the crawl best."""
     errors = stats.get("download_errors", {})
     if errors:
-        if any("DNSLookupError" in name for name in errors):
+        if any("DomainBlocked" in name for name in errors):
+            return Verdict("blocked", "the domain is blocked in Trawl's throttle rules")
+        # Twisted's DNSLookupError; Scrapy >= 2.13 reports it as CannotResolveHostError.
+        if any(dns_name in name for name in errors for dns_name in ("DNSLookupError", "CannotResolveHostError")):
             return Verdict("dns", f"DNS lookup failed: {_summary(errors)}")
         return Verdict("connection", f"no connection: {_summary(errors)}")
     if codes:

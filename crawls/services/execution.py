@@ -12,10 +12,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from crawls.cancel import cancel_requested
+from crawls.ingestion import Ingestion
 from crawls.models import CrawlJob, JobStatus
+from crawls.scraping.discovery import is_discovered
 from crawls.scraping.outcome import classify, job_stats
 from crawls.scraping.runner import CrawlSession, live_stats, run_spider
 from crawls.scraping.settings import crawl_settings, trawl_setting
+from crawls.services.discovery import source_crawl_extras
 from crawls.services.items import item_fingerprint, items_upsert
 from crawls.services.jobs import job_claim, job_finish
 from project.errors import TrawlError
@@ -23,6 +26,7 @@ from registry.services import version_route
 from registry.spiders import spider_load
 
 logger = logging.getLogger("trawl.jobs")
+FLUSH_BUDGET_SECONDS = 0.5  # per tick, so heartbeats and cancel checks still happen on time
 
 
 class JobTracker:
@@ -32,11 +36,13 @@ class JobTracker:
         self.job = job
         self.counts: Counter = Counter()
         self.seen: set[str] = set()
+        self.discovered: dict[str, dict[str, Any]] = {}  # links reported with `discovered(url)`, by URL
+        self.ingestion = Ingestion.for_job(job)  # the version's item schema: invalid items never reach the upsert
         self.heartbeat_every = settings.TRAWL_HEARTBEAT_SECONDS
         self.last_beat = time.monotonic()
 
     def __call__(self, session: CrawlSession) -> str:
-        self.flush(session, limit=settings.TRAWL_ITEM_CHUNK)
+        self.flush(session, budget=FLUSH_BUDGET_SECONDS)
         if time.monotonic() - self.last_beat < self.heartbeat_every:
             return ""
         self.last_beat = time.monotonic()
@@ -48,15 +54,26 @@ class JobTracker:
             return "lost"
         return ""
 
-    def flush(self, session: CrawlSession, *, limit: int | None = None) -> None:
+    def flush(self, session: CrawlSession, *, budget: float | None = None) -> None:
+        """Upsert queued items chunk by chunk until none are left, or (during a crawl) until `budget` seconds passed.
+
+        Draining everything each tick keeps a fast crawl from leaving a backlog to write after it ends.
+        """
+        deadline = None if budget is None else time.monotonic() + budget
         while True:
-            batch = session.drain(limit or settings.TRAWL_ITEM_CHUNK)
+            batch = session.drain(settings.TRAWL_ITEM_CHUNK)
             # The same item seen twice in one crawl counts once.
-            fresh = [data for data in batch if self._first_sighting(data)]
+            valid = self.ingestion.clean([data for data in batch if not self._discovery(data)])
+            fresh = [data for data in valid if self._first_sighting(data)]
             if fresh:
                 self.counts.update(items_upsert(job=self.job, items=fresh))
-            if limit is not None or not batch:
+            if not batch or (deadline is not None and time.monotonic() >= deadline):
                 return
+
+    def _discovery(self, data: dict[str, Any]) -> bool:
+        if is_discovered(data):
+            self.discovered.setdefault(str(data.get("url")), data)
+        return is_discovered(data)
 
     def _first_sighting(self, data: dict[str, Any]) -> bool:
         fingerprint = item_fingerprint(data)
@@ -67,7 +84,8 @@ class JobTracker:
 
     def item_counts(self) -> dict[str, int]:
         return {f"items_{change}": self.counts.get(change, 0) for change in ("new", "changed", "unchanged")} | {
-            "items": sum(self.counts.values())
+            "items": sum(self.counts.values()),
+            **self.ingestion.stats(),  # items_invalid (not in `items`) and invalid_sample
         }
 
 
@@ -91,7 +109,17 @@ def job_execute(*, job_id: str, attempt: int, worker: str) -> dict[str, Any]:
     job.version = version
     scrapy_settings = crawl_settings(job=job, version=version)
     domain = urlsplit(job.url).hostname
-    logger.info("job start id=%s version=%s domain=%s attempt=%s worker=%s", job.pk, version, domain, attempt, worker)
+    logger.info(
+        "job start id=%s version=%s/%s variant=%s domain=%s priority=%s attempt=%s worker=%s",
+        job.pk,
+        job.scraper.name,
+        version.version,
+        version.variant,
+        domain or "-",
+        job.priority,
+        attempt,
+        worker,
+    )
     tracker = JobTracker(job)
     crawl, session = run_spider(
         spider_cls=spider_cls,
@@ -102,6 +130,7 @@ def job_execute(*, job_id: str, attempt: int, worker: str) -> dict[str, Any]:
     )
     tracker.flush(session)
     stats = {**job_stats(crawl.stats), **tracker.item_counts()}
+    stats.update(source_crawl_extras(job=job, discovered=list(tracker.discovered.values()), scrapy_stats=crawl.stats))
     verdict = classify(
         stats=stats,
         stopped_because=crawl.stopped_because,
@@ -109,26 +138,19 @@ def job_execute(*, job_id: str, attempt: int, worker: str) -> dict[str, Any]:
         first_spider_error=crawl.first_spider_error,
         max_spider_errors=int(trawl_setting(scrapy_settings, "TRAWL_MAX_SPIDER_ERRORS", 0)),
     )
+    # job_finish logs the `job finish ...` line (ops.services), for every way a job ends.
     finished = job_finish(job=job, error_class=verdict.error_class, message=verdict.message, stats=stats) or job
-    logger.info(
-        "job finish id=%s version=%s domain=%s outcome=%s error_class=%s duration=%.1fs pages=%s items=%s",
-        job.pk,
-        version,
-        domain,
-        finished.status,
-        verdict.error_class or "-",
-        finished.duration or 0.0,
-        stats.get("pages"),
-        stats.get("items"),
-    )
     return _result(finished)
 
 
 def _spider_kwargs(job: CrawlJob) -> dict[str, Any]:
-    """Every spider gets the job's URL as `url` and `start_urls`, plus `options` and the merged source `config`."""
+    """Every spider gets the job's URL as `url` and `start_urls`, `options`, the merged source `config`, and the
+    source's `strategy` ("deep" for a job without a source)."""
     config = dict(job.source.config) if job.source_id else {}
     config.update((job.options or {}).get("config") or {})
-    return {"url": job.url, "start_urls": [job.url], "options": job.options or {}, "config": config}
+    strategy = job.source.strategy if job.source_id else "deep"
+    options = job.options or {}
+    return {"url": job.url, "start_urls": [job.url], "options": options, "config": config, "strategy": strategy}
 
 
 def _result(job: CrawlJob) -> dict[str, Any]:

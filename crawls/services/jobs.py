@@ -14,8 +14,11 @@ from access.models import Requester
 from crawls.cancel import cancel_request
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus, Source
 from crawls.scheduling import broker_priority
+from crawls.services.throttles import throttle_check_url
 from project.errors import TrawlError
+from project.net import target_check
 from registry.models import Scraper, ScraperVersion, Variant
+from registry.services import version_rollback_check
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -25,6 +28,45 @@ def validate_crawl_url(url: str, *, field: str = "url") -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TrawlError(f"{url!r} is not an http(s) URL with a host", field=field)
     return url
+
+
+def job_validate(
+    *,
+    url: str,
+    scraper: str = "",
+    version: str = "",
+    variant: str = "",
+    priority: int = 50,
+    callback_url: str = "",
+    check_blocked: bool = True,
+    requester: Requester | None = None,
+) -> Scraper:
+    """Check a job request against the registry; return the scraper it names. Raises TrawlError naming the field.
+
+    With TRAWL_BLOCK_PRIVATE_TARGETS on, callbacks must be public hosts, and so must crawl URLs of non-admin
+    requesters (scheduled sources are admin-made)."""
+    validate_crawl_url(url)
+    if requester is not None and not requester.is_admin:
+        target_check(url, field="url")
+    if check_blocked:
+        throttle_check_url(url=url)
+    if callback_url:
+        validate_crawl_url(callback_url, field="callback_url")
+        target_check(callback_url, field="callback_url")
+    if not 1 <= int(priority) <= 100:
+        raise TrawlError(f"priority must be between 1 and 100, got {priority}", field="priority")
+    scraper_name = scraper or settings.TRAWL_DEFAULT_SCRAPER
+    scraper_obj = Scraper.objects.filter(name=scraper_name).first()
+    if scraper_obj is None:
+        raise TrawlError(f"no scraper named {scraper_name!r}", field="scraper")
+    if (
+        version
+        and not ScraperVersion.objects.filter(scraper=scraper_obj, version=version, deprecated_at__isnull=True).exists()
+    ):
+        raise TrawlError(f"scraper {scraper_name!r} has no active version {version!r}", field="version")
+    if variant and variant not in Variant.values:
+        raise TrawlError(f"variant must be one of {', '.join(Variant.values)}", field="variant")
+    return scraper_obj
 
 
 @transaction.atomic
@@ -41,22 +83,18 @@ def job_create(
     source: Source | None = None,
 ) -> CrawlJob:
     """Validate a job request, store it queued and publish it once the transaction commits."""
-    validate_crawl_url(url)
-    if callback_url:
-        validate_crawl_url(callback_url, field="callback_url")
-    if not 1 <= int(priority) <= 100:
-        raise TrawlError(f"priority must be between 1 and 100, got {priority}", field="priority")
-    scraper_name = scraper or settings.TRAWL_DEFAULT_SCRAPER
-    scraper_obj = Scraper.objects.filter(name=scraper_name).first()
-    if scraper_obj is None:
-        raise TrawlError(f"no scraper named {scraper_name!r}", field="scraper")
-    if (
-        version
-        and not ScraperVersion.objects.filter(scraper=scraper_obj, version=version, deprecated_at__isnull=True).exists()
-    ):
-        raise TrawlError(f"scraper {scraper_name!r} has no active version {version!r}", field="version")
-    if variant and variant not in Variant.values:
-        raise TrawlError(f"variant must be one of {', '.join(Variant.values)}", field="variant")
+    scraper_obj = job_validate(
+        url=url,
+        scraper=scraper,
+        version=version,
+        variant=variant,
+        priority=priority,
+        callback_url=callback_url,
+        # A scheduled source of a blocked domain must not abort the dispatch of every other source: its crawl
+        # fails fast instead (the throttle drops its requests).
+        check_blocked=source is None,
+        requester=requester,
+    )
     job = CrawlJob.objects.create(
         url=url,
         scraper=scraper_obj,
@@ -99,6 +137,8 @@ def job_cancel(*, job: CrawlJob) -> CrawlJob:
         job.status, job.error_class, job.error_message = JobStatus.CANCELLED, "cancelled", "cancelled before it started"
         job.finished_at = timezone.now()
         job.save(update_fields=["status", "error_class", "error_message", "finished_at"])
+        job_notify(job=job)
+        job_counted(job=job)
     return job
 
 
@@ -119,13 +159,36 @@ def job_finish(
         logger.warning("job %s attempt %s finished but no longer owned; outcome dropped", job.pk, job.attempt)
         return None
     job.refresh_from_db()
-    if job.source_id:
-        _source_feedback(job)
+    job_ended(job=job)
     return job
 
 
+def job_ended(*, job: CrawlJob) -> None:
+    """What follows a final state set by a worker or the reaper: source schedule, rollback check, webhook, counters."""
+    if job.source_id:
+        _source_feedback(job)
+    version_rollback_check(version_id=job.version_id)
+    job_notify(job=job)
+    job_counted(job=job)
+
+
+def job_notify(*, job: CrawlJob) -> None:
+    """Queue `job.completed` / `job.failed` for a job with a callback URL, once its final state is committed."""
+    if job.callback_url:
+        from callbacks.services import job_event_emit
+
+        # robust: a webhook that cannot be queued must never fail the job itself.
+        transaction.on_commit(lambda: job_event_emit(job=job), robust=True)
+
+
+def job_counted(*, job: CrawlJob) -> None:
+    """Log the job's finish line and add it to the ops counters (/api/stats/, /metrics) once committed."""
+    from ops.services import job_finished_record
+
+    job_finished_record(job=job)
+
+
 def _source_feedback(job: CrawlJob) -> None:
-    source = job.source
-    source.last_stats = {"job": str(job.id), "status": job.status, **(job.stats or {})}
-    source.consecutive_failures = 0 if job.status == JobStatus.SUCCEEDED else source.consecutive_failures + 1
-    source.save(update_fields=["last_stats", "consecutive_failures", "updated_at"])
+    from crawls.services.sources import source_job_feedback  # sources imports this module
+
+    source_job_feedback(job=job)

@@ -185,3 +185,9 @@ def test_job_stats_are_json_ready_numbers():
     assert stats["items_scraped"] == 5
     assert stats["finish_reason"] == "finished"
     assert stats["spider_exceptions"] == 0
+
+
+def test_job_stats_carry_the_throttle_middleware_numbers():
+    stats = job_stats({"throttle/waits": 3, "throttle/wait_seconds": 1.5, "downloader/request_count": 4})
+
+    assert stats["throttle"] == {"waits": 3, "wait_seconds": 1.5}

@@ -56,7 +56,7 @@ def link_spider(url: str = START, **options) -> LinkSpider:
 def test_link_spider_yields_one_item_per_page():
     items, _ = run(link_spider().parse(page(depth=0)))
 
-    assert items == [{"url": START, "status": 200, "title": "List 1", "depth": 0}]
+    assert items == [{"url": START, "status": 200, "title": "List 1", "_depth": 0}]
 
 
 def test_maxdepth_zero_follows_nothing():
@@ -188,7 +188,7 @@ def test_non_html_response_is_an_item_without_links():
 
     items, requests = run(link_spider(maxdepth=2).parse(response))
 
-    assert items == [{"url": "http://shop.test:8080/file.bin", "status": 200, "title": "", "depth": 0}]
+    assert items == [{"url": "http://shop.test:8080/file.bin", "status": 200, "title": "", "_depth": 0}]
     assert requests == []
 
 

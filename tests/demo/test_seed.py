@@ -89,11 +89,12 @@ def test_seeded_sources_are_due_now_and_dispatched(seed):
         "hub": ("demo_shop", f"{BASE}/index.html"),
         "list": ("selectors", f"{BASE}/category/kitchen/page-1.html"),
         "product": ("selectors", f"{BASE}/product/KIT-1001.html"),
+        "sitemap": ("sitemap", f"{BASE}/sitemap.xml"),
     }
     assert sources["hub"].strategy == "discovery"
     assert sources["list"].config["next_page"] == "a.next"
     assert all(s.next_sync_at <= timezone.now() and s.current_interval == 300 for s in sources.values())
-    assert {job.source.kind for job in sources_dispatch_due()} == {"hub", "list", "product"}
+    assert {job.source.kind for job in sources_dispatch_due()} == {"hub", "list", "product", "sitemap"}
 
 
 def test_a_token_that_stopped_working_is_replaced(seed):

@@ -7,6 +7,7 @@ import scrapy
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
+from crawls.scraping.discovery import is_discovered
 from demo.generate import catalogue, generate_site
 from demo.spiders import DemoShopSpider
 
@@ -88,3 +89,16 @@ def test_product_page_without_sku_fails_loudly():
 
     with pytest.raises(ValueError, match="markup changed"):
         list(spider().parse(response))
+
+
+def test_a_discovery_job_on_the_hub_reports_the_categories_instead_of_following_them(root):
+    crawler = get_crawler(DemoShopSpider, {})
+    discovering = DemoShopSpider.from_crawler(crawler, url=f"{BASE}/index.html", strategy="discovery")
+
+    output = list(discovering.parse(response_for(root, "index.html")))
+
+    assert all(is_discovered(record) for record in output)
+    assert [record["url"] for record in output] == [
+        f"{BASE}/category/kitchen/page-1.html",
+        f"{BASE}/category/garden/page-1.html",
+    ]

@@ -107,3 +107,12 @@ def test_running_job_can_be_cancelled(api, builtins, site, job_waiter):
     assert response.status_code == 202
     assert (finished.status, finished.error_class) == ("cancelled", "cancelled")
     assert CrawlJob.objects.get(pk=job["id"]).finished_at is not None
+
+
+def test_link_crawl_of_an_unchanged_site_is_all_unchanged_the_second_time(api, builtins, site, job_waiter):
+    spec = {"url": f"{site.url}/index.html", "options": {"maxdepth": 3}}
+    first = job_waiter(submit(api, **spec)["id"])
+    second = job_waiter(submit(api, **spec)["id"])
+
+    assert first.stats["items_new"] == first.stats["items"] > 10
+    assert second.stats["items_unchanged"] == second.stats["items"] == first.stats["items"]

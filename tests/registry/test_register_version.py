@@ -41,3 +41,26 @@ def test_new_default_replaces_the_old_one(db):
 
     defaults = ScraperVersion.objects.filter(scraper__name="shop", is_default=True)
     assert [v.version for v in defaults] == ["1.1.0"]
+
+
+def test_register_version_obeys_the_traffic_limit_like_the_api(db):
+    call_command("register_version", "shop", "1.0.0", LINK_SPIDER, "--default", "--traffic", "90")
+
+    with pytest.raises(CommandError, match="110%"):
+        call_command("register_version", "shop", "1.1.0", LINK_SPIDER, "--variant", "canary", "--traffic", "20")
+
+    assert list(ScraperVersion.objects.filter(scraper__name="shop").values_list("version", flat=True)) == ["1.0.0"]
+
+
+def test_register_version_refuses_a_duplicate_and_a_non_spider(db):
+    call_command("register_version", "shop", "1.0.0", LINK_SPIDER)
+
+    with pytest.raises(CommandError, match=r"already has a version '1\.0\.0'"):
+        call_command("register_version", "shop", "1.0.0", LINK_SPIDER)
+    with pytest.raises(CommandError, match=r"not a scrapy\.Spider subclass"):
+        call_command("register_version", "shop", "1.1.0", "registry.semver.semver_key")
+
+
+def test_register_version_refuses_settings_that_are_not_an_object(db):
+    with pytest.raises(CommandError, match="JSON object"):
+        call_command("register_version", "shop", "1.0.0", LINK_SPIDER, "--scrapy-settings", "[1, 2]")

@@ -86,6 +86,8 @@ def test_deprecated_version_is_never_picked(scraper, add):
     assert set(shares(scraper, 500)) == {"1.0.0"}
 
 
+# Committed rows, so the draws also go through the per-process cache as a worker's would.
+@pytest.mark.django_db(transaction=True)
 def test_ninety_ten_split_holds_over_ten_thousand_draws(scraper, add):
     add("1.0.0", variant="stable", traffic_pct=90, is_default=True)
     add("1.1.0", variant="canary", traffic_pct=10)
@@ -96,6 +98,8 @@ def test_ninety_ten_split_holds_over_ten_thousand_draws(scraper, add):
     assert split["1.1.0"] == pytest.approx(10, abs=2)
 
 
+# Committed rows, so the draws also go through the per-process cache as a worker's would.
+@pytest.mark.django_db(transaction=True)
 def test_traffic_below_100_leaves_the_rest_to_the_default(scraper, add):
     add("1.0.0", is_default=True)
     add("1.1.0", variant="canary", traffic_pct=20)
@@ -155,3 +159,73 @@ def test_routing_ignores_other_scrapers_versions(scraper, add):
     add("1.0.0", is_default=True)
 
     assert set(shares(scraper, 200)) == {"1.0.0"}
+
+
+# Committed rows, so the draws also go through the per-process cache as a worker's would.
+@pytest.mark.django_db(transaction=True)
+def test_without_a_default_the_versions_with_traffic_share_everything_by_weight(scraper, add):
+    add("1.0.0", traffic_pct=30)
+    add("1.1.0", variant="canary", traffic_pct=10)
+
+    split = shares(scraper, 10_000)
+
+    assert split["1.0.0"] == pytest.approx(75, abs=2)
+    assert split["1.1.0"] == pytest.approx(25, abs=2)
+
+
+def test_min_priority_without_a_default_is_a_clear_error_for_low_priority_jobs(scraper, add):
+    add("1.0.0", traffic_pct=100, min_priority=90)
+
+    with pytest.raises(TrawlError, match=r"no version to route to.*priority 10") as error:
+        version_route(scraper=scraper, priority=10)
+
+    assert version_route(scraper=scraper, priority=95).version == "1.0.0"
+    assert error.value.field == "scraper"
+
+
+def test_min_priority_does_not_apply_to_pins(scraper, add):
+    add("1.0.0", is_default=True)
+    add("1.1.0", variant="canary", traffic_pct=10, min_priority=90)
+
+    assert version_route(scraper=scraper, variant="canary", priority=1).version == "1.1.0"
+    assert version_route(scraper=scraper, version="1.1.0", priority=1).version == "1.1.0"
+
+
+def test_latest_of_a_variant_is_semver_latest_not_newest_row(scraper, add):
+    add("1.10.0", variant="beta")
+    add("1.9.0", variant="beta")  # registered later, older version
+    add("1.10.0-rc.1", variant="beta")
+
+    assert version_route(scraper=scraper, variant="beta").version == "1.10.0"
+
+
+def test_a_job_with_nothing_to_route_to_fails_cleanly_with_routing(scraper, add):
+    from crawls.models import CrawlJob
+    from crawls.services.execution import job_execute
+
+    add("1.0.0")  # no default, no traffic
+    job = CrawlJob.objects.create(url="http://shop.test/", scraper=scraper)
+
+    result = job_execute(job_id=str(job.pk), attempt=1, worker="test")
+
+    job.refresh_from_db()
+    assert (result["status"], result["error_class"]) == ("failed", "routing")
+    assert (job.status, job.error_class, job.version) == ("failed", "routing", None)
+    assert "no version to route to" in job.error_message
+    assert job.finished_at is not None
+
+
+def test_a_job_records_the_version_it_ran_with(scraper, add, monkeypatch):
+    from crawls.models import CrawlJob
+    from crawls.services import execution
+
+    add("1.0.0", is_default=True, traffic_pct=0)
+    chosen = add("1.1.0", variant="canary", traffic_pct=100)
+    job = CrawlJob.objects.create(url="http://shop.test/", scraper=scraper)
+    # Stop right after routing: this test is about which version the job records, not about crawling.
+    monkeypatch.setattr(execution, "crawl_settings", lambda **kwargs: (_ for _ in ()).throw(RuntimeError("stop")))
+
+    with pytest.raises(RuntimeError, match="stop"):
+        execution.job_execute(job_id=str(job.pk), attempt=1, worker="test")
+
+    assert CrawlJob.objects.get(pk=job.pk).version == chosen

@@ -59,7 +59,8 @@ class LinkSpider(TrawlSpider):
         depth = response.meta.get("trawl_depth", 0)
         is_text = isinstance(response, scrapy.http.TextResponse)
         title = (response.css("title::text").get() or "").strip() if is_text else ""
-        yield {"url": response.url, "status": response.status, "title": title, "depth": depth, **self.attrs}
+        # `_depth` varies with crawl order, so it is kept out of the change check (leading underscore).
+        yield {"url": response.url, "status": response.status, "title": title, "_depth": depth, **self.attrs}
         if depth >= self.maxdepth or not is_text:
             return
         for link in self.links.extract_links(response):

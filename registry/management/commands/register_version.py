@@ -1,14 +1,18 @@
 import json
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from registry.models import Scraper, ScraperVersion, Variant
+from project.errors import TrawlError
+from registry.models import Scraper, Variant
+from registry.services import scraper_create, version_create
 
 
 class Command(BaseCommand):
-    help = "Register a scraper version (the scraper is created if new). Validates the spider path and version."
+    help = (
+        "Register a scraper version (the scraper is created if new). Same rules as the admin and the API: "
+        "semantic version, importable spider, traffic of active versions <= 100%."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("scraper", help="scraper name, e.g. demo_shop")
@@ -22,41 +26,35 @@ class Command(BaseCommand):
             "--scrapy-settings", default="{}", help='Scrapy settings as JSON, e.g. {"DOWNLOAD_DELAY": 1}'
         )
 
-    @transaction.atomic
     def handle(self, *args, scraper: str, version: str, spider: str, **options):
         try:
             settings = json.loads(options["scrapy_settings"])
         except json.JSONDecodeError as exc:
             raise CommandError(f"--scrapy-settings is not valid JSON: {exc}") from exc
-        owner, _ = Scraper.objects.get_or_create(name=scraper)
-        candidate = ScraperVersion(
-            scraper=owner,
-            version=version,
-            spider=spider,
-            variant=options["variant"],
-            is_default=options["default"],
-            traffic_pct=options["traffic"],
-            min_priority=options["min_priority"],
-            settings=settings,
-        )
+        if not isinstance(settings, dict):
+            raise CommandError("--scrapy-settings must be a JSON object")
         try:
-            candidate.full_clean()
-        except ValidationError as exc:
-            transaction.set_rollback(True)
-            raise CommandError(
-                "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
-            ) from None
-        if options["default"]:
-            ScraperVersion.objects.filter(scraper=owner, is_default=True).update(is_default=False)
-        candidate.save()
-        self.stdout.write(
-            json.dumps(
-                {
-                    "scraper": owner.name,
-                    "version": version,
-                    "variant": candidate.variant,
-                    "spider": spider,
-                    "is_default": candidate.is_default,
-                }
-            )
-        )
+            # One transaction: a refused version leaves no new scraper behind.
+            with transaction.atomic():
+                owner = Scraper.objects.filter(name=scraper).first() or scraper_create(name=scraper)
+                created = version_create(
+                    scraper=owner,
+                    version=version,
+                    spider=spider,
+                    variant=options["variant"],
+                    is_default=options["default"],
+                    traffic_pct=options["traffic"],
+                    min_priority=options["min_priority"],
+                    settings=settings,
+                )
+        except TrawlError as exc:
+            raise CommandError(exc.message) from None
+        summary = {
+            "scraper": owner.name,
+            "version": created.version,
+            "variant": created.variant,
+            "spider": created.spider,
+            "is_default": created.is_default,
+            "traffic_pct": created.traffic_pct,
+        }
+        self.stdout.write(json.dumps(summary))

@@ -1,0 +1,246 @@
+"""Crawl throughput: plain `scrapy runspider` (A) against the same crawl as a Trawl job on a real worker (B).
+
+Both crawl a generated local site of interlinked pages with Trawl's Scrapy settings. Rounds alternate A B A B.
+Time is crawl time, excluding process start: for Scrapy from the crawler creating the spider to the spider closing,
+for Trawl the job's `duration` (claim → finished, so it also pays routing, item upserts and the final bookkeeping).
+CPU time is counted over the same spans (Scrapy's process; Trawl's worker pool child).
+Prints pages/s per run, the means, Trawl/Scrapy (goal ≥ 0.90) and peak RSS; the last line is a JSON summary.
+
+    .venv/bin/python bench/crawl.py [--pages 2000] [--rounds 2]
+
+Trawl's throttle gets a rule for the site that never runs dry, so it costs its Redis round trip but never waits.
+Uses Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, started if absent) and a throwaway SQLite file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+from _common import BASE_DIR, BENCH_DIR, PYTHON, PeakRss, exit_on_sigterm, mib, running, served, spawn, write_link_site
+
+GOAL = 0.90
+MAXDEPTH = 50
+SPIDER = BENCH_DIR / "spiders" / "link.py"
+
+
+@dataclass
+class Run:
+    engine: str
+    pages: int
+    seconds: float
+    cpu_seconds: float
+    peak_rss: int
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.pages / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_rate(self) -> float:
+        """Pages per CPU-second: steadier than pages/s when other work shares the machine."""
+        return self.pages / self.cpu_seconds if self.cpu_seconds else 0.0
+
+
+def use_bench_environment(tmp: Path, redis_url: str) -> None:
+    """Point this process, and every process it starts, at a fresh SQLite file and the bench Redis.
+
+    Done before anything imports Trawl: project.env reads these variables once, at import.
+    """
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="project.settings",
+        DATABASE_URL=f"sqlite:///{tmp / 'bench.sqlite3'}",
+        REDIS_URL=redis_url,
+        PYTHONPATH=str(BASE_DIR),
+    )
+
+
+def setup_django() -> None:
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v", "0"], cwd=BASE_DIR, check=True)
+    import django
+
+    django.setup()
+    logging.getLogger("trawl").setLevel(logging.WARNING)  # the worker's log has the details; keep our output short
+
+
+def scrapy_settings_args() -> list[str]:
+    """Trawl's base Scrapy settings as `-s` options; its own components (dict settings) are Trawl's overhead."""
+    from django.conf import settings
+
+    scalars = {name: value for name, value in settings.TRAWL_SCRAPY_SETTINGS.items() if not isinstance(value, dict)}
+    return [arg for name, value in scalars.items() for arg in ("-s", f"{name}={value}")]
+
+
+def run_scrapy(url: str, tmp: Path, number: int, timeout: float) -> Run:
+    from crawls.scraping.outcome import job_stats
+
+    stats_path = tmp / f"scrapy-{number}.json"
+    command = [PYTHON, "-m", "scrapy", "runspider", str(SPIDER), "-a", f"url={url}", "-a", f"maxdepth={MAXDEPTH}"]
+    command += ["-a", f"stats_path={stats_path}", *scrapy_settings_args()]
+    started = time.monotonic()
+    # cwd=tmp: no scrapy.cfg around, so only the settings given here apply.
+    with (
+        running(spawn(command, cwd=tmp, log_path=tmp / "scrapy.log")) as process,
+        PeakRss(lambda: [process.pid]) as rss,
+    ):
+        if process.wait(timeout):
+            raise RuntimeError(f"scrapy exited with {process.returncode}:\n{tail(tmp / 'scrapy.log')}")
+    wall = time.monotonic() - started
+    stats = json.loads(stats_path.read_text())
+    pages, seconds, cpu = job_stats(stats)["pages"], stats["bench/crawl_seconds"], stats["bench/crawl_cpu_seconds"]
+    return Run("scrapy", pages, seconds, cpu, rss.peak, f"process wall {wall:.2f} s")
+
+
+def start_worker(tmp: Path, stack: contextlib.ExitStack, ready_timeout: float = 60) -> subprocess.Popen:
+    from project.celery import app
+
+    name = f"trawl-bench-{uuid.uuid4().hex[:8]}"
+    command = [PYTHON, "-m", "celery", "-A", "project", "worker", "-Q", "crawls,control,callbacks", "-c", "1"]
+    command += ["-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
+    process = stack.enter_context(running(spawn(command, cwd=BASE_DIR, log_path=tmp / "worker.log"), timeout=40))
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if app.control.ping(destination=[f"{name}@{platform.node()}"], timeout=0.5):
+            return process
+    raise RuntimeError(f"the worker did not get ready within {ready_timeout} s:\n{tail(tmp / 'worker.log')}")
+
+
+def unthrottle(url: str) -> None:
+    """Measure overhead, not politeness: a rule whose buckets never run dry (each request still asks Redis)."""
+    from crawls.services.throttles import throttle_create
+
+    huge = 10**6
+    throttle_create(domain=urlsplit(url).hostname, rate=huge, burst=huge, ip_rate=huge, ip_burst=huge)
+
+
+def run_trawl(url: str, worker: subprocess.Popen, tmp: Path, timeout: float) -> Run:
+    from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
+    from crawls.services import job_create
+
+    children = psutil.Process(worker.pid).children()
+    pool = [child.pid for child in children]
+    cpu_before = sum(sum(child.cpu_times()[:2]) for child in children)
+    with PeakRss(lambda: pool) as rss:
+        job = job_create(url=url, options={"maxdepth": MAXDEPTH})
+        deadline = time.monotonic() + timeout
+        while job.status in ACTIVE_STATUSES and time.monotonic() < deadline:
+            time.sleep(0.1)
+            job = CrawlJob.objects.get(pk=job.pk)
+    if job.status != JobStatus.SUCCEEDED:
+        outcome = f"still {job.status} after {timeout:.0f} s" if job.status in ACTIVE_STATUSES else job.status
+        raise RuntimeError(f"job {job.pk} {outcome} {job.error_class} {job.error_message}\n{tail(tmp / 'worker.log')}")
+    cpu = sum(sum(child.cpu_times()[:2]) for child in children) - cpu_before
+    stats = job.stats
+    note = ", ".join(f"items {change} {stats.get(f'items_{change}', 0)}" for change in ("new", "changed", "unchanged"))
+    return Run("trawl", stats["pages"], job.duration, cpu, rss.peak, note)
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    with contextlib.suppress(FileNotFoundError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return ""
+
+
+def report(runs: list[Run], pages: int) -> dict:
+    groups = {engine: [run for run in runs if run.engine == engine] for engine in ("scrapy", "trawl")}
+    mean = {engine: statistics.mean(run.rate for run in group) for engine, group in groups.items()}
+    best = {engine: max(run.rate for run in group) for engine, group in groups.items()}
+    cpu = {engine: statistics.mean(run.cpu_rate for run in group) for engine, group in groups.items()}
+    peak = {engine: max(run.peak_rss for run in group) for engine, group in groups.items()}
+    ratio = mean["trawl"] / mean["scrapy"]
+    print()
+    print(f"mean pages/s          A scrapy {mean['scrapy']:7.1f}   B trawl {mean['trawl']:7.1f}")
+    print(f"best pages/s          A scrapy {best['scrapy']:7.1f}   B trawl {best['trawl']:7.1f}")
+    print(
+        f"pages per CPU-second  A scrapy {cpu['scrapy']:7.1f}   B trawl {cpu['trawl']:7.1f}   (steadier on a busy box)"
+    )
+    print(f"peak RSS              A scrapy {mib(peak['scrapy']):>7}   B trawl {mib(peak['trawl']):>7}   (pool child)")
+    print(f"ratio trawl/scrapy {ratio:.3f} (goal >= {GOAL:.2f}): {'PASS' if ratio >= GOAL else 'BELOW GOAL'}")
+    if any(run.pages != pages for run in runs):
+        print(f"warning: not every run fetched all {pages} pages")
+    return {
+        "bench": "crawl",
+        "pages": pages,
+        "scrapy_pages_per_s": [round(run.rate, 1) for run in groups["scrapy"]],
+        "trawl_pages_per_s": [round(run.rate, 1) for run in groups["trawl"]],
+        "scrapy_mean": round(mean["scrapy"], 1),
+        "trawl_mean": round(mean["trawl"], 1),
+        "ratio": round(ratio, 3),
+        "goal": GOAL,
+        "pass": ratio >= GOAL,
+        "best_ratio": round(best["trawl"] / best["scrapy"], 3),
+        "cpu_ratio": round(cpu["trawl"] / cpu["scrapy"], 3),
+        "scrapy_peak_rss_mib": round(peak["scrapy"] / 2**20, 1),
+        "trawl_peak_rss_mib": round(peak["trawl"] / 2**20, 1),
+    }
+
+
+def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> dict:
+    use_bench_environment(tmp, args.redis_url)
+    from project.redis_server import redis_start_if_absent
+
+    start_path = write_link_site(tmp / "site", pages=args.pages)
+    url = stack.enter_context(served(tmp / "site")) + start_path
+    redis = redis_start_if_absent(args.redis_url, log_path=str(tmp / "redis.log"))
+    if redis is not None:
+        stack.enter_context(running(redis))
+    setup_django()
+    unthrottle(url)
+    worker = start_worker(tmp, stack)
+    idle = sum(child.memory_info().rss for child in psutil.Process(worker.pid).children())
+    print(f"crawl bench: {args.pages} pages at {url}, {args.rounds} round(s) of A=scrapy B=trawl, maxdepth {MAXDEPTH}")
+    print(f"machine: {os.cpu_count()} CPUs, Python {platform.python_version()}; worker pool child idle RSS {mib(idle)}")
+    print(f"settings (both): {' '.join(scrapy_settings_args()[1::2])}")
+    print("time = crawl time excluding process start (scrapy: spider created->closed; trawl: job claimed->finished)\n")
+    engines = {
+        "scrapy": lambda number: run_scrapy(url, tmp, number, args.timeout),
+        "trawl": lambda number: run_trawl(url, worker, tmp, args.timeout),
+    }
+    runs = []
+    for number in range(1, args.rounds + 1):
+        for engine, measure in engines.items():
+            run = measure(number)
+            runs.append(run)
+            print(
+                f"round {number} {engine:<6} {run.pages:>5} pages in {run.seconds:6.2f} s = {run.rate:6.1f} pages/s,"
+                f" CPU {run.cpu_seconds:5.2f} s, peak RSS {mib(run.peak_rss):>7} ({run.note})",
+                flush=True,
+            )
+    return report(runs, args.pages) | {"trawl_idle_rss_mib": round(idle / 2**20, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of A then B")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds one crawl may take")
+    parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
+    args = parser.parse_args()
+    exit_on_sigterm()
+    try:
+        with tempfile.TemporaryDirectory(prefix="trawl-bench-") as tmp, contextlib.ExitStack() as stack:
+            summary = bench(args, Path(tmp), stack)
+    except KeyboardInterrupt:
+        print("\ninterrupted; every process this bench started has been stopped", file=sys.stderr)
+        return 130
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

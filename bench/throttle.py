@@ -1,0 +1,176 @@
+"""Throttle: what a token costs against a bare Redis round trip, and how exactly several processes keep a rate.
+
+(a) Cost. One client, back to back, for --seconds each: PING/s, then bucket-script takes/s on a rule that never
+    runs dry (the script's full work: two buckets, TIME, writes). Printed as take/PING, for a blocking client and
+    for the asyncio client the Scrapy middleware uses.
+(b) Accuracy. --processes processes (default 4) take tokens for one domain configured at --rate R, burst B, for
+    --duration s (default 30), each sleeping what the script says, as the middleware does. Prints observed/configured
+    rate, (grants − B) / (R × duration), and the most grants in any 1-second window against R + B.
+
+    .venv/bin/python bench/throttle.py [--rate 50] [--burst 10] [--duration 30] [--processes 4] [--seconds 6]
+
+Uses Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379/10, started if absent) under a key prefix of its own.
+The last line is a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+
+import redis
+import redis.asyncio
+from _common import exit_on_sigterm  # also puts the repository on sys.path
+
+from crawls.scraping.throttle import GRANTED, Limits, TokenBuckets
+from project.redis_server import redis_start_if_absent
+
+PREFIX = "trawl:bench-throttle"
+HOST = "bench.example.com"
+NEVER_DRY = Limits(rate=1e9, burst=10**9, ip_rate=1e9, ip_burst=10**9)
+
+
+def buckets_with(client: redis.Redis, limits: Limits) -> TokenBuckets:
+    """Fresh buckets under the bench prefix, with one rule for HOST's domain, mirrored as Trawl's services do."""
+    for key in client.scan_iter(f"{PREFIX}:*", count=1000):
+        client.delete(key)
+    buckets = TokenBuckets(defaults=limits, prefix=PREFIX)
+    client.set(buckets.rule_key("example.com"), limits.as_redis())
+    client.set(buckets.rules_loaded_key, "1", ex=3600)
+    return buckets
+
+
+def count_for(call, seconds: float) -> int:
+    count, stop_at = 0, time.perf_counter() + seconds
+    while time.perf_counter() < stop_at:
+        call()
+        count += 1
+    return count
+
+
+async def count_for_async(call, seconds: float) -> int:
+    count, stop_at = 0, time.perf_counter() + seconds
+    while time.perf_counter() < stop_at:
+        await call()
+        count += 1
+    return count
+
+
+def cost(url: str, seconds: float, rounds: int = 6) -> dict[str, float]:
+    """Calls per second, PING and take alternating in short rounds so a busy machine slows both alike."""
+    client = redis.Redis.from_url(url, decode_responses=True)
+    buckets = buckets_with(client, NEVER_DRY)
+    buckets.take(client, host=HOST, egress="bench")  # loads the script
+    slot = seconds / rounds
+    ping = take = 0
+    for _ in range(rounds):
+        ping += count_for(client.ping, slot)
+        take += count_for(lambda: buckets.take(client, host=HOST, egress="bench"), slot)
+
+    async def measure_async() -> tuple[int, int]:
+        aclient = redis.asyncio.Redis.from_url(url, decode_responses=True)
+        aping = atake = 0
+        try:
+            for _ in range(rounds):
+                aping += await count_for_async(aclient.ping, slot)
+                atake += await count_for_async(lambda: buckets.take_async(aclient, host=HOST, egress="bench"), slot)
+            return aping, atake
+        finally:
+            await aclient.aclose()
+
+    aping, atake = asyncio.run(measure_async())
+    return {
+        "ping_per_s": ping / seconds,
+        "take_per_s": take / seconds,
+        "async_ping_per_s": aping / seconds,
+        "async_take_per_s": atake / seconds,
+    }
+
+
+def taker(url: str, limits: Limits, start_at: float, stop_at: float) -> list[float]:
+    """One process of (b): take like the middleware (sleep what the script says); return when each grant came."""
+    client = redis.Redis.from_url(url, decode_responses=True)
+    buckets = TokenBuckets(defaults=limits, prefix=PREFIX)
+    grants = []
+    time.sleep(max(0.0, start_at - time.time()))
+    while time.time() < stop_at:
+        decision = buckets.take(client, host=HOST, egress="bench")
+        if decision.status == GRANTED:
+            grants.append(time.time())
+        else:
+            time.sleep(min(decision.wait, max(0.0, stop_at - time.time())))
+    return grants
+
+
+def most_in_any_window(times: list[float], window: float = 1.0) -> int:
+    times, most, first = sorted(times), 0, 0
+    for last, moment in enumerate(times):
+        while moment - times[first] >= window:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+def accuracy(url: str, *, rate: float, burst: int, duration: float, processes: int) -> dict[str, float]:
+    limits = Limits(rate=rate, burst=burst, ip_rate=rate * 100, ip_burst=burst * 100)
+    buckets_with(redis.Redis.from_url(url, decode_responses=True), limits)
+    start_at = time.time() + 3.0  # every process has started by then
+    stop_at = start_at + duration
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        per_process = pool.starmap(taker, [(url, limits, start_at, stop_at)] * processes)
+    grants = sorted(grant for grants in per_process for grant in grants)
+    return {
+        "grants": len(grants),
+        "per_process": [len(grants) for grants in per_process],
+        "observed_over_configured": (len(grants) - burst) / (rate * duration),
+        "max_in_1s": most_in_any_window(grants),
+        "allowed_in_1s": rate + burst,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/10"))
+    parser.add_argument("--seconds", type=float, default=6.0, help="time given to each call in (a)")
+    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--burst", type=int, default=10)
+    parser.add_argument("--duration", type=float, default=30.0)
+    parser.add_argument("--processes", type=int, default=4)
+    args = parser.parse_args()
+    exit_on_sigterm()
+    server = redis_start_if_absent(args.redis_url, log_path=os.path.join(tempfile.gettempdir(), "bench-redis.log"))
+    try:
+        print(f"Redis {args.redis_url}; cost: {args.seconds:.0f} s of each call, in alternating rounds", flush=True)
+        c = cost(args.redis_url, args.seconds)
+        print(f"  blocking client: PING {c['ping_per_s']:,.0f}/s, take {c['take_per_s']:,.0f}/s", flush=True)
+        print(f"  asyncio client:  PING {c['async_ping_per_s']:,.0f}/s, take {c['async_take_per_s']:,.0f}/s")
+        c["ratio"] = c["take_per_s"] / c["ping_per_s"]
+        c["async_ratio"] = c["async_take_per_s"] / c["async_ping_per_s"]
+        print(f"  take/PING = {c['ratio']:.2f} (blocking), {c['async_ratio']:.2f} (asyncio)", flush=True)
+        print(
+            f"accuracy: {args.processes} processes, rate {args.rate:g}/s, burst {args.burst}, {args.duration:.0f} s",
+            flush=True,
+        )
+        a = accuracy(args.redis_url, rate=args.rate, burst=args.burst, duration=args.duration, processes=args.processes)
+        print(f"  grants {a['grants']} (per process {a['per_process']})")
+        print(f"  observed/configured rate = {a['observed_over_configured']:.3f}")
+        print(f"  most in any 1 s window = {a['max_in_1s']} (allowed rate + burst = {a['allowed_in_1s']:g})")
+        print(json.dumps({"bench": "throttle", "cost": c, "accuracy": a}))
+        return 0 if a["max_in_1s"] <= a["allowed_in_1s"] else 1
+    finally:
+        client = redis.Redis.from_url(args.redis_url)
+        for key in client.scan_iter(f"{PREFIX}:*", count=1000):
+            client.delete(key)
+        if server is not None:
+            server.terminate()
+            server.wait(10)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

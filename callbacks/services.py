@@ -1,0 +1,191 @@
+"""Emitting webhook events and delivering them: signed POSTs, retried with backoff and jitter, then `dead`.
+
+Delivery is at least once: a POST that reached the receiver but whose outcome was never recorded (worker killed
+mid-request) is sent again with the same `X-Trawl-Delivery`, which is how receivers deduplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from callbacks.models import RETRYABLE_STATUSES, Delivery, DeliveryAttempt, DeliveryStatus, EventType
+from callbacks.payloads import batch_data, envelope, job_data, job_event_type
+from callbacks.transport import post_signed
+from crawls.models import Batch, CrawlJob
+
+logger = logging.getLogger("trawl.callbacks")
+
+# A message may run a little before its due time (clock skew between hosts); earlier than this it is a duplicate.
+EARLY_TOLERANCE = timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    status: str  # delivered | failed | dead | skipped
+    retry_in: float | None = None  # seconds until the next attempt, when one is due
+
+
+def backoff_seconds(
+    attempt: int, *, base: float, cap: float, rng: Callable[[float, float], float] = random.uniform
+) -> float:
+    """The wait after `attempt` failed tries: base·2^(attempt-1) capped at `cap`, its upper half jittered.
+
+    Half jitter keeps the exponential growth (a receiver that is down gets ever fewer requests) while spreading the
+    retries of many events that failed together, so they do not all hit the receiver in the same second.
+    """
+    ceiling = min(cap, base * 2 ** max(attempt - 1, 0))
+    return ceiling / 2 + rng(0, ceiling / 2)
+
+
+@transaction.atomic
+def event_emit(
+    *,
+    event: str,
+    dedupe_key: str,
+    target_url: str,
+    data: dict,
+    requester_id: int | None = None,
+    job: CrawlJob | None = None,
+    batch: Batch | None = None,
+) -> Delivery | None:
+    """Store an event once per dedupe key and publish its delivery after commit. None if it already existed."""
+    now = timezone.now()
+    event_id = uuid.uuid4()
+    delivery = Delivery(
+        id=event_id,
+        event=event,
+        dedupe_key=dedupe_key,
+        requester_id=requester_id,
+        job=job,
+        batch=batch,
+        target_url=target_url,
+        payload=envelope(event_id=event_id, event=event, created_at=now, data=data),
+        max_attempts=settings.TRAWL_WEBHOOK_MAX_ATTEMPTS,
+        next_attempt_at=now,
+    )
+    try:
+        with transaction.atomic():
+            delivery.save(force_insert=True)
+    except IntegrityError:
+        logger.info("event %s already emitted; not emitting it again", dedupe_key)
+        return None
+    # robust: a broker hiccup must not undo the event; the sweeper publishes what was not published.
+    transaction.on_commit(lambda: delivery_publish(delivery_id=delivery.pk), robust=True)
+    logger.info("event %s %s for %s queued to %s", event, event_id, dedupe_key, target_url)
+    return delivery
+
+
+def job_event_emit(*, job: CrawlJob) -> Delivery | None:
+    job = CrawlJob.objects.select_related("scraper", "version").get(pk=job.pk)
+    return event_emit(
+        event=job_event_type(job),
+        dedupe_key=f"job:{job.pk}",
+        target_url=job.callback_url,
+        data=job_data(job),
+        requester_id=job.requester_id,
+        job=job,
+    )
+
+
+def batch_event_emit(*, batch: Batch) -> Delivery | None:
+    return event_emit(
+        event=EventType.BATCH_COMPLETED,
+        dedupe_key=f"batch:{batch.pk}",
+        target_url=batch.callback_url,
+        data=batch_data(batch),
+        requester_id=batch.requester_id,
+        batch=batch,
+    )
+
+
+def delivery_publish(*, delivery_id: object, countdown: float | None = None) -> None:
+    from callbacks.tasks import deliver
+
+    deliver.apply_async(args=[str(delivery_id)], countdown=countdown)
+
+
+def delivery_attempt(*, delivery_id: object) -> AttemptOutcome:
+    """Make the next attempt of a delivery, if it is due and no one else is making it; record what happened."""
+    now = timezone.now()
+    delivery = Delivery.objects.select_related("requester").filter(pk=delivery_id).first()
+    if (
+        delivery is None
+        or delivery.status not in RETRYABLE_STATUSES
+        or delivery.next_attempt_at > now + EARLY_TOLERANCE
+    ):
+        return AttemptOutcome("skipped")
+    number = delivery.attempts + 1
+    # Claim attempt `number` (compare-and-set) and lease it, so a duplicate message or the sweeper cannot send it too.
+    lease = now + timedelta(seconds=settings.TRAWL_WEBHOOK_TIMEOUT_SECONDS + 60)
+    claimed = Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status__in=RETRYABLE_STATUSES)
+    if not claimed.update(attempts=number, next_attempt_at=lease):
+        return AttemptOutcome("skipped")
+    secret = delivery.requester.webhook_secret if delivery.requester else ""
+    result = post_signed(
+        url=delivery.target_url,
+        payload=delivery.payload,
+        headers={"X-Trawl-Event": delivery.event, "X-Trawl-Delivery": str(delivery.pk), "X-Trawl-Attempt": str(number)},
+        secret=secret,
+        timeout=settings.TRAWL_WEBHOOK_TIMEOUT_SECONDS,
+    )
+    DeliveryAttempt.objects.create(
+        delivery=delivery,
+        number=number,
+        started_at=now,
+        duration_ms=result.duration_ms,
+        status_code=result.status_code,
+        error=result.error,
+        ok=result.ok,
+    )
+    return _record(delivery, number, result)
+
+
+def _record(delivery: Delivery, number: int, result) -> AttemptOutcome:
+    fields = {"last_status_code": result.status_code, "last_error": result.error}
+    row = Delivery.objects.filter(pk=delivery.pk, attempts=number)
+    if result.ok:
+        row.update(status=DeliveryStatus.DELIVERED, delivered_at=timezone.now(), **fields)
+        logger.info("delivery %s %s delivered on attempt %s", delivery.event, delivery.pk, number)
+        return AttemptOutcome("delivered")
+    if number >= delivery.max_attempts:
+        row.update(status=DeliveryStatus.DEAD, **fields)
+        logger.warning("delivery %s %s dead after %s attempts: %s", delivery.event, delivery.pk, number, result.error)
+        return AttemptOutcome("dead")
+    wait = backoff_seconds(
+        number, base=settings.TRAWL_WEBHOOK_BACKOFF_SECONDS, cap=settings.TRAWL_WEBHOOK_BACKOFF_MAX_SECONDS
+    )
+    row.update(status=DeliveryStatus.FAILED, next_attempt_at=timezone.now() + timedelta(seconds=wait), **fields)
+    logger.info("delivery %s attempt %s failed (%s); next in %.1fs", delivery.pk, number, result.error, wait)
+    return AttemptOutcome("failed", retry_in=wait)
+
+
+def delivery_redeliver(*, delivery: Delivery) -> None:
+    """Operator's "deliver again": same event id, a fresh budget of attempts, due now."""
+    Delivery.objects.filter(pk=delivery.pk).update(
+        status=DeliveryStatus.PENDING,
+        next_attempt_at=timezone.now(),
+        max_attempts=F("attempts") + settings.TRAWL_WEBHOOK_MAX_ATTEMPTS,
+    )
+    transaction.on_commit(lambda: delivery_publish(delivery_id=delivery.pk), robust=True)
+
+
+def deliveries_sweep(*, limit: int = 500) -> int:
+    """Publish again deliveries overdue by more than the grace: their message was lost or their worker died."""
+    cutoff = timezone.now() - timedelta(seconds=settings.TRAWL_WEBHOOK_SWEEP_GRACE_SECONDS)
+    overdue = Delivery.objects.filter(status__in=RETRYABLE_STATUSES, next_attempt_at__lt=cutoff)
+    ids = list(overdue.order_by("next_attempt_at").values_list("id", flat=True)[:limit])
+    for delivery_id in ids:
+        delivery_publish(delivery_id=delivery_id)
+    if ids:
+        logger.warning("sweeper published %s overdue deliveries again", len(ids))
+    return len(ids)

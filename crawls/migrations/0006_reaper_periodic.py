@@ -1,0 +1,19 @@
+from django.db import migrations
+
+
+def create_periodic_tasks(apps, schema_editor):
+    from crawls.periodic import periodic_tasks_ensure
+
+    periodic_tasks_ensure(
+        apps.get_model("django_celery_beat", "PeriodicTask"), apps.get_model("django_celery_beat", "IntervalSchedule")
+    )
+
+
+class Migration(migrations.Migration):
+    """Adds beat's `reap-dead-jobs` (jobs whose worker died, queued jobs whose message was lost)."""
+
+    dependencies = [
+        ("crawls", "0004_sources_scheduling"),
+        ("django_celery_beat", "0019_alter_periodictasks_options"),
+    ]
+    operations = [migrations.RunPython(create_periodic_tasks, migrations.RunPython.noop)]

@@ -1,0 +1,108 @@
+"""The built-in `sitemap` spider: reads sitemaps, sitemap indexes (gzipped too) and robots.txt, never the pages.
+
+With strategy `discovery` (a sitemap source) each listed URL is reported as a discovered source (a product, unless
+the source's config says otherwise); otherwise each is an item `{url, lastmod, changefreq, priority, sitemap}`.
+
+config = {
+    "allow": ["/product/"],  # optional: only URLs matching one of these regexes
+    "deny": ["/product/old-"],  # optional: never URLs matching one of these
+    "follow": ["products"],  # optional: only child sitemaps of an index matching one of these
+    "alternate": False,  # also take hreflang alternate links
+    "max_urls": 50000,  # stop after this many URLs
+}
+The start URL may be a sitemap, a sitemap index, a .xml.gz of either, or a robots.txt with `Sitemap:` lines.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import scrapy
+from scrapy.http import Response, XmlResponse
+from scrapy.utils.gz import gunzip, gzip_magic_number
+from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
+
+from crawls.scraping.discovery import discovered
+from crawls.scraping.spiders.base import TrawlSpider
+
+MAX_URLS = 50_000  # the most one sitemap file may list, by the protocol
+
+
+def patterns(values: Any) -> list[re.Pattern]:
+    return [re.compile(value) for value in ([values] if isinstance(values, str) else values or [])]
+
+
+def sitemap_body(response: Response, *, max_size: int) -> bytes | None:
+    """The XML of a sitemap response, gunzipped if need be; None if it is not a sitemap."""
+    if isinstance(response, XmlResponse):
+        return response.body
+    if gzip_magic_number(response):
+        return gunzip(response.body, max_size=max_size)
+    if response.url.endswith((".xml", ".xml.gz")):
+        return response.body
+    return None
+
+
+class SitemapSpider(TrawlSpider):
+    name = "sitemap"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        config = self.config
+        self.allow, self.deny, self.follow = (patterns(config.get(key)) for key in ("allow", "deny", "follow"))
+        self.alternate = bool(config.get("alternate"))
+        self.max_urls = int(config.get("max_urls") or MAX_URLS)
+        self.discovering = getattr(self, "strategy", "deep") == "discovery"
+        self.taken = 0
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        if response.url.endswith("/robots.txt"):
+            for url in sitemap_urls_from_robots(response.body, base_url=response.url):
+                yield scrapy.Request(url, callback=self.parse)
+            return
+        try:
+            body = sitemap_body(response, max_size=self.crawler.settings.getint("DOWNLOAD_MAXSIZE"))
+        except (ValueError, OSError, EOFError, zlib.error) as exc:  # a gzip bomb, or broken gzip
+            self.crawler.stats.inc_value("sitemap/invalid")
+            self.logger.warning("skipping sitemap %s: %s", response.url, exc)
+            return
+        sitemap = Sitemap(body) if body else None
+        if sitemap is None or sitemap.type not in ("sitemapindex", "urlset"):
+            self.crawler.stats.inc_value("sitemap/invalid")
+            self.logger.warning("%s is not a sitemap", response.url)
+            return
+        self.crawler.stats.inc_value("sitemap/sitemaps")
+        if sitemap.type == "sitemapindex":
+            for entry in sitemap:
+                if not self.follow or any(p.search(entry["loc"]) for p in self.follow):
+                    yield scrapy.Request(entry["loc"], callback=self.parse)
+            return
+        yield from self.entries(sitemap, response.url)
+
+    def entries(self, sitemap: Sitemap, sitemap_url: str) -> Iterator[dict[str, Any]]:
+        for entry in sitemap:
+            urls = [entry["loc"], *(entry.get("alternate", []) if self.alternate else [])]
+            for url in urls:
+                if not self.wanted(url):
+                    self.crawler.stats.inc_value("sitemap/filtered")
+                    continue
+                if self.taken >= self.max_urls:
+                    self.crawler.stats.inc_value("sitemap/over_limit")
+                    return
+                self.taken += 1
+                self.crawler.stats.inc_value("sitemap/urls")
+                yield self.record(url, entry, sitemap_url)
+
+    def wanted(self, url: str) -> bool:
+        if self.allow and not any(p.search(url) for p in self.allow):
+            return False
+        return not any(p.search(url) for p in self.deny)
+
+    def record(self, url: str, entry: dict[str, Any], sitemap_url: str) -> dict[str, Any]:
+        if self.discovering:
+            return discovered(url, lastmod=entry.get("lastmod", ""))
+        fields = {key: entry[key] for key in ("lastmod", "changefreq", "priority") if key in entry}
+        return {"url": url, **fields, "sitemap": sitemap_url}

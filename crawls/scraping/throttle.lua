@@ -1,0 +1,78 @@
+-- Politeness token buckets, shared by every worker: one per domain and one per (egress IP, domain).
+--
+-- KEYS[1] rule of the exact host        KEYS[2] rule of the registered domain    KEYS[3] "rules loaded" marker
+-- KEYS[4] bucket of the exact host      KEYS[5] bucket of (egress IP, exact host)
+-- KEYS[6] bucket of the domain          KEYS[7] bucket of (egress IP, domain)
+-- ARGV[1] "take" or "pause"; ARGV[2..5] default rate, burst, ip_rate, ip_burst; ARGV[6] pause seconds
+--
+-- Returns {status, wait_ms, rule}: status 1 = granted (pause: done), 0 = wait wait_ms and ask again,
+-- -1 = domain blocked, -2 = rules not loaded into Redis yet; rule 1 = exact host, 2 = domain, 3 = defaults.
+--
+-- A rule is the string "rate burst ip_rate ip_burst scale blocked" (rates in tokens/s, blocked 0 or 1).
+-- A bucket is the string "tokens ts": `tokens` as of time `ts` (seconds, from Redis TIME, never a worker's clock).
+-- A missing bucket is a full one, so keys expire once they would have refilled anyway. A pause empties the
+-- domain bucket and moves its `ts` into the future: nothing refills, nobody takes, until then.
+-- Plain strings, read with one MGET and written with one SET each: half the commands of hashes + PEXPIRE.
+
+local NEVER = 86400  -- the wait reported, and the key lifetime, when a rate is 0
+local found = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])
+
+-- The exact host's rule beats the registered domain's; with neither, the caller's defaults.
+local which, rule = 3, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' 1 0'
+if found[1] then which, rule = 1, found[1] elseif found[2] then which, rule = 2, found[2] end
+local rate, cap, ip_rate, ip_cap, scale, blocked = string.match(rule, '(%S+) (%S+) (%S+) (%S+) (%S+) (%S+)')
+scale = tonumber(scale)
+rate, cap = tonumber(rate) * scale, math.max(1, tonumber(cap))
+ip_rate, ip_cap = tonumber(ip_rate) * scale, math.max(1, tonumber(ip_cap))
+local domain_key, ip_key = KEYS[6], KEYS[7]
+if which == 1 then domain_key, ip_key = KEYS[4], KEYS[5] end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+
+local function refill(bucket, bucket_rate, bucket_cap)
+  if not bucket then return bucket_cap, now end
+  local tokens, ts = string.match(bucket, '(%S+) (%S+)')
+  tokens, ts = tonumber(tokens), tonumber(ts)
+  if now > ts then
+    tokens, ts = tokens + (now - ts) * bucket_rate, now
+  end
+  return math.min(tokens, bucket_cap), ts
+end
+
+local function save(key, tokens, ts, bucket_rate, bucket_cap)
+  local full = NEVER
+  if bucket_rate > 0 then full = (bucket_cap - tokens) / bucket_rate end
+  -- Formatted here: Lua would print numbers with 14 digits, too few for microseconds since 1970.
+  local value = string.format('%.17g %.6f', tokens, ts)
+  redis.call('SET', key, value, 'PX', math.ceil((ts - now + full + 60) * 1000))
+end
+
+local function wait(tokens, ts, bucket_rate)
+  if tokens >= 1 then return 0 end
+  if bucket_rate <= 0 then return NEVER end
+  return (ts - now) + (1 - tokens) / bucket_rate
+end
+
+if ARGV[1] == 'pause' then
+  local tokens, ts = refill(redis.call('GET', domain_key), rate, cap)
+  local resume = now + tonumber(ARGV[6])
+  if resume > ts then
+    save(domain_key, 0, resume, rate, cap)
+    ts = resume
+  end
+  return {1, math.ceil((ts - now) * 1000), which}
+end
+
+if not found[3] then return {-2, 0, which} end
+if blocked == '1' then return {-1, 0, which} end
+local buckets = redis.call('MGET', domain_key, ip_key)
+local tokens, ts = refill(buckets[1], rate, cap)
+local ip_tokens, ip_ts = refill(buckets[2], ip_rate, ip_cap)
+if tokens >= 1 and ip_tokens >= 1 then
+  save(domain_key, tokens - 1, ts, rate, cap)
+  save(ip_key, ip_tokens - 1, ip_ts, ip_rate, ip_cap)
+  return {1, 0, which}
+end
+local delay = math.max(wait(tokens, ts, rate), wait(ip_tokens, ip_ts, ip_rate))
+return {0, math.ceil(delay * 1000), which}

@@ -1,0 +1,109 @@
+"""The job reaper: the database is the truth, the broker only transport, so no job stays `running` or `queued`
+forever because a worker died or a broker message was lost.
+
+- A running job whose heartbeat is older than TRAWL_REAPER_STALE_SECONDS lost its worker (SIGKILL, OOM, node gone).
+  It goes back to `queued` with attempt + 1 and is published again; the old message, if the broker redelivers it,
+  carries the old attempt and cannot claim. After its last attempt it ends `dead` with `worker_lost` instead.
+- A queued job nobody claimed within TRAWL_REAPER_QUEUED_SECONDS is published again with the same attempt (Redis
+  restarted empty, a publish failed); a Redis key makes that at most once per that period. The claim dedupes.
+
+Every change is a compare-and-set on (status, attempt, heartbeat), so a worker that heartbeats at the last moment
+keeps its job, and two reapers never requeue a job twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from crawls.models import BatchStatus, CrawlJob, ErrorClass, JobStatus
+from crawls.scheduling import broker_priority
+from project.redis import get_redis
+
+logger = logging.getLogger("trawl.reaper")
+REPUBLISHED_KEY = "trawl:reaper:republished:{job_id}"
+
+
+def jobs_reap(*, now=None) -> dict[str, int]:
+    """One pass: requeue or bury running jobs with a stale heartbeat, republish queued jobs never claimed."""
+    now = now or timezone.now()
+    requeued, dead = _reap_stale(now=now)
+    return {"requeued": requeued, "dead": dead, "republished": _republish_unclaimed(now=now)}
+
+
+def _reap_stale(*, now) -> tuple[int, int]:
+    cutoff = now - timedelta(seconds=settings.TRAWL_REAPER_STALE_SECONDS)
+    stale_q = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    stale = CrawlJob.objects.filter(stale_q, status=JobStatus.RUNNING)
+    requeued = dead = 0
+    for job_id, attempt, max_attempts in stale.values_list("id", "attempt", "max_attempts")[
+        : settings.TRAWL_REAPER_MAX_PER_PASS
+    ]:
+        still_stale = CrawlJob.objects.filter(stale_q, pk=job_id, status=JobStatus.RUNNING, attempt=attempt)
+        if attempt >= max_attempts:
+            dead += _bury(still_stale, job_id=job_id, attempt=attempt, now=now)
+        else:
+            requeued += _requeue(still_stale, job_id=job_id, attempt=attempt)
+    return requeued, dead
+
+
+def _requeue(still_stale, *, job_id, attempt: int) -> int:
+    if not still_stale.update(status=JobStatus.QUEUED, attempt=attempt + 1, worker="", heartbeat_at=None):
+        return 0
+    job = CrawlJob.objects.get(pk=job_id)
+    logger.warning("job %s attempt %s lost its worker; requeued as attempt %s", job_id, attempt, job.attempt)
+    job_republish(job=job)
+    return 1
+
+
+def _bury(still_stale, *, job_id, attempt: int, now) -> int:
+    from crawls.services.batches import finalize_publish
+    from crawls.services.jobs import job_ended
+
+    stale_for = settings.TRAWL_REAPER_STALE_SECONDS
+    message = f"worker lost on the last attempt ({attempt}): no heartbeat for over {stale_for:.0f}s"
+    if not still_stale.update(
+        status=JobStatus.DEAD, error_class=ErrorClass.WORKER_LOST, error_message=message, finished_at=now
+    ):
+        return 0
+    job = CrawlJob.objects.select_related("scraper", "source", "version").get(pk=job_id)
+    logger.warning("job %s lost its worker on its last attempt (%s); ended dead", job_id, attempt)
+    job_ended(job=job)
+    if job.batch_id:
+        finalize_publish(batch_id=job.batch_id)
+    return 1
+
+
+def _republish_unclaimed(*, now) -> int:
+    grace = settings.TRAWL_REAPER_QUEUED_SECONDS
+    waiting = (
+        CrawlJob.objects.filter(status=JobStatus.QUEUED, queued_at__lt=now - timedelta(seconds=grace))
+        # A batch still being launched is the batch sweeper's to relaunch.
+        .exclude(batch__status=BatchStatus.PENDING)
+        .order_by("queued_at")
+    )
+    redis, republished = get_redis(), 0
+    for job in waiting.only("id", "attempt", "priority", "batch_id")[: settings.TRAWL_REAPER_MAX_PER_PASS]:
+        # At most once per grace period per job, so a long backlog is not flooded with copies.
+        if redis.set(REPUBLISHED_KEY.format(job_id=job.pk), "1", nx=True, ex=max(1, int(grace))):
+            job_republish(job=job)
+            republished += 1
+    if republished:
+        logger.warning("republished %s queued job(s) not claimed within %ss", republished, grace)
+    return republished
+
+
+def job_republish(*, job: CrawlJob) -> None:
+    """Publish `run_crawl` for the job's current attempt. A batch job also finalizes its batch when it ends (the
+    chord counted the lost attempt already), so the batch completes without waiting for the sweeper."""
+    from crawls.tasks import finalize_batch, run_crawl
+
+    options = {"priority": broker_priority(job.priority)}
+    if job.batch_id:
+        finalize = finalize_batch.si(str(job.batch_id))
+        options.update(link=finalize, link_error=finalize)
+    run_crawl.apply_async(args=[str(job.pk), job.attempt], **options)

@@ -1,0 +1,33 @@
+"""`GET /api/stats/`: rolling-window counters per domain, scraper and version; queue depths; workers."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ops.selectors import stats_report
+
+
+class StatsView(APIView):
+    """Any valid token may read the stats: they are operational numbers, not anyone's jobs or items."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "refresh_workers",
+                OpenApiTypes.BOOL,
+                description="Ask every worker now (`inspect active`, about a second) instead of beat's last sample.",
+            )
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request) -> Response:
+        """Jobs by final status, pages, bytes, items new/changed/unchanged, HTTP status codes, error classes and
+        throttle waits over the last 900, 3600 and 86400 seconds and for the lifetime — in total and per domain,
+        scraper and scraper version (`{name: {window: numbers}}`) — plus queue depths per priority step (0 is the
+        most urgent), unacknowledged messages, queued/running jobs, and the workers seen."""
+        refresh = request.query_params.get("refresh_workers", "").lower() in {"1", "true", "yes"}
+        return Response(stats_report(refresh_workers=refresh))

@@ -1,0 +1,64 @@
+"""Choosing the scraper version that runs a job (DESIGN.md, "Data model")."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+from project.errors import TrawlError
+from registry.models import Scraper, ScraperVersion
+from registry.selectors import versions_active
+
+
+def version_route(
+    *, scraper: Scraper, version: str = "", variant: str = "", priority: int = 50, rng: random.Random | None = None
+) -> ScraperVersion:
+    """Exact version if asked; else the latest of the asked variant; else weighted by traffic; else the default.
+
+    Only active (not deprecated) versions ever route. A pin that cannot be honoured is an error, never a silent
+    substitute. Raises TrawlError naming the field when nothing matches; the job then fails with `routing`.
+    """
+    active = versions_active(scraper=scraper)
+    chosen = route_pick(active, scraper=scraper.name, version=version, variant=variant, priority=priority, rng=rng)
+    # The cached instances are shared by every job of this process; callers get their own copy.
+    return copy.deepcopy(chosen)
+
+
+def route_pick(
+    active: list[ScraperVersion],
+    *,
+    scraper: str,
+    version: str = "",
+    variant: str = "",
+    priority: int = 50,
+    rng: random.Random | None = None,
+) -> ScraperVersion:
+    """The routing rule itself, over active versions sorted newest first. Pure: no I/O."""
+    if version:
+        for candidate in active:
+            if candidate.version == version:
+                return candidate
+        raise TrawlError(f"scraper {scraper!r} has no active version {version!r}", field="version")
+    if variant:
+        for candidate in active:
+            if candidate.variant == variant:
+                return candidate
+        raise TrawlError(f"scraper {scraper!r} has no active {variant!r} version", field="variant")
+    default = next((v for v in active if v.is_default), None)
+    eligible = [v for v in active if v.traffic_pct > 0 and v.min_priority <= priority]
+    if eligible:
+        # traffic_pct is a share of all unpinned jobs: what no eligible version claims goes to the default.
+        # Without a default the eligible versions share everything by weight.
+        span = 100 if default is not None else sum(v.traffic_pct for v in eligible)
+        pick = (rng or random).random() * span
+        for candidate in eligible:
+            pick -= candidate.traffic_pct
+            if pick < 0:
+                return candidate
+    if default is not None:
+        return default
+    raise TrawlError(
+        f"scraper {scraper!r} has no version to route to: no active default version and no active version with "
+        f"traffic for priority {priority}",
+        field="scraper",
+    )

@@ -1,0 +1,189 @@
+"""Test helpers for webhooks and batches: a local receiver, a real beat process, and exclusive workers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from django.conf import settings
+
+from project.celery import app
+from tests.workers import BASE_DIR, Worker, test_database_url
+
+QUEUES = ("crawls", "control", "callbacks")
+# Fast retries and sweeps for worker processes started by these tests; production values are minutes.
+FAST_ENV = {
+    "TRAWL_WEBHOOK_BACKOFF_SECONDS": "0.4",
+    "TRAWL_WEBHOOK_BACKOFF_MAX_SECONDS": "3",
+    "TRAWL_WEBHOOK_SWEEP_GRACE_SECONDS": "3",
+    "TRAWL_BATCH_JOB_LOST_SECONDS": "4",
+    "TRAWL_BATCH_LAUNCH_GRACE_SECONDS": "10",
+}
+
+
+@dataclass
+class Received:
+    headers: dict[str, str]
+    body: bytes
+    answered: int
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.body)
+
+    @property
+    def event(self) -> str:
+        return self.headers.get("X-Trawl-Event", "")
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1 recording every POST. Answers the scripted status codes first, then 200."""
+
+    def __init__(self, *, script: Iterable[int] = (), default: int = 200) -> None:
+        self.received: list[Received] = []
+        self.script = list(script)
+        self.default = default
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver.lock:
+                    code = receiver.script.pop(0) if receiver.script else receiver.default
+                    receiver.received.append(Received(dict(self.headers.items()), body, code))
+                self.send_response(code)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def events(self, event: str | None = None) -> list[Received]:
+        with self.lock:
+            return [item for item in self.received if event is None or item.event == event]
+
+    def wait_for(self, predicate: Callable[[Receiver], bool], *, timeout: float, why: str = "") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self):
+                return
+            time.sleep(0.1)
+        seen = [(item.event, item.answered) for item in self.events()]
+        raise AssertionError(f"receiver: {why or 'condition'} not met within {timeout}s; received {seen}")
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def hostname(worker: Worker) -> str:
+    return worker.name.replace("%h", os.uname().nodename)
+
+
+@contextlib.contextmanager
+def exclusive(*workers: Worker, queues: Iterable[str] = QUEUES) -> Iterator[None]:
+    """Other workers on this broker (say the session's crawl worker) stop consuming `queues` meanwhile, so tasks go
+    only to `workers`, which run with the settings these tests need."""
+    mine = {hostname(worker) for worker in workers}
+    others = [name for reply in app.control.ping(timeout=1.0) or [] for name in reply if name not in mine]
+    with pause(others, queues=queues):
+        yield
+
+
+@contextlib.contextmanager
+def pause(hostnames: list[str], *, queues: Iterable[str] = QUEUES) -> Iterator[None]:
+    queues = list(queues)
+    if hostnames:
+        for queue in queues:
+            app.control.cancel_consumer(queue, destination=hostnames, reply=True, timeout=5)
+    try:
+        yield
+    finally:
+        if hostnames:
+            for queue in queues:
+                app.control.add_consumer(queue, destination=hostnames, reply=True, timeout=5)
+
+
+def kill_hard(worker: Worker) -> None:
+    """SIGKILL the worker and its pool processes at once: nothing acknowledges, requeues or records anything."""
+    os.killpg(os.getpgid(worker.process.pid), signal.SIGKILL)
+    worker.process.wait(10)
+
+
+class Beat:
+    """A real `celery beat` on the test database's schedule (django-celery-beat), stopped even when a test fails."""
+
+    def __init__(self, *, log_dir: Path, env: dict | None = None) -> None:
+        self.log_path = log_dir / "beat.log"
+        self.extra_env = env or {}
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> Beat:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "project.settings",
+            "DATABASE_URL": test_database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "PYTHONPATH": str(BASE_DIR),
+            **self.extra_env,
+        }
+        command = [sys.executable, "-m", "celery", "-A", "project", "beat", "-l", "INFO"]
+        command += ["-S", "django_celery_beat.schedulers:DatabaseScheduler"]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                command, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        with contextlib.suppress(FileNotFoundError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        pgid = os.getpgid(self.process.pid)
+        os.killpg(pgid, signal.SIGTERM)
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(pgid, signal.SIGKILL)
+            self.process.wait(5)
+
+
+def sweepers_every(seconds: int) -> None:
+    """Create beat's periodic tasks (a transactional test flushed them) and run the sweepers every `seconds`."""
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    from crawls.periodic import periodic_tasks_ensure
+
+    periodic_tasks_ensure()
+    interval, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.filter(name__in=["sweep-batches", "sweep-deliveries"]).update(interval=interval)
+    PeriodicTask.objects.filter(name="dispatch-due-sources").update(enabled=False)

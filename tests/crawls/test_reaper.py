@@ -1,0 +1,154 @@
+"""The job reaper: stale running jobs are requeued (attempt + 1) or end dead; lost queued messages are republished."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from callbacks.models import Delivery
+from crawls.models import Batch, CrawlJob
+from crawls.services import batches, reaper
+from crawls.services.jobs import job_claim, job_finish
+from crawls.tasks import reap_dead_jobs
+from registry.models import Scraper
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def published(monkeypatch):
+    """`run_crawl` publications recorded as (job id, attempt); batch finalizes run inline instead of on a worker."""
+    sent: list[tuple[str, int]] = []
+    monkeypatch.setattr(reaper, "job_republish", lambda *, job: sent.append((str(job.pk), job.attempt)))
+    monkeypatch.setattr(batches, "finalize_publish", lambda *, batch_id: batches.batch_finalize(batch_id=batch_id))
+    return sent
+
+
+@pytest.fixture
+def fast(settings):
+    settings.TRAWL_REAPER_STALE_SECONDS = 20
+    settings.TRAWL_REAPER_QUEUED_SECONDS = 60
+    return settings
+
+
+def make_job(*, status="running", attempt=1, max_attempts=3, beat_ago=0.0, queued_ago=0.0, **kwargs) -> CrawlJob:
+    now = timezone.now()
+    return CrawlJob.objects.create(
+        url="http://shop.test/p/1",
+        scraper=Scraper.objects.get(name="link"),
+        status=status,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        worker="w1@host/123" if status == "running" else "",
+        started_at=now - timedelta(seconds=beat_ago) if status == "running" else None,
+        heartbeat_at=now - timedelta(seconds=beat_ago) if status == "running" else None,
+        queued_at=now - timedelta(seconds=queued_ago),
+        **kwargs,
+    )
+
+
+def test_a_running_job_with_a_stale_heartbeat_is_requeued_as_the_next_attempt(builtins, published, fast):
+    job = make_job(beat_ago=30)
+
+    assert reap_dead_jobs() == {"requeued": 1, "dead": 0, "republished": 0}
+
+    job.refresh_from_db()
+    assert (job.status, job.attempt, job.worker, job.finished_at) == ("queued", 2, "", None)
+    assert published == [(str(job.pk), 2)]
+
+
+def test_a_job_that_heartbeats_keeps_running(builtins, published, fast):
+    job = make_job(beat_ago=5)
+
+    assert reaper.jobs_reap() == {"requeued": 0, "dead": 0, "republished": 0}
+
+    job.refresh_from_db()
+    assert (job.status, job.attempt) == ("running", 1)
+    assert published == []
+
+
+def test_after_a_requeue_the_old_attempt_can_neither_claim_nor_finish_and_the_new_one_runs(builtins, published, fast):
+    job = make_job(beat_ago=30)
+    old_owner = CrawlJob.objects.get(pk=job.pk)
+    reaper.jobs_reap()
+
+    # The lost worker's message redelivered, and the lost worker itself coming back to report: both ignored.
+    assert job_claim(job_id=str(job.pk), attempt=1, worker="w1") is None
+    assert job_finish(job=old_owner, error_class="") is None
+    claimed = job_claim(job_id=str(job.pk), attempt=2, worker="w2")
+
+    assert claimed is not None and (claimed.status, claimed.attempt, claimed.worker) == ("running", 2, "w2")
+
+
+def test_the_last_attempt_lost_ends_dead_worker_lost_with_its_webhook(
+    builtins, published, fast, django_capture_on_commit_callbacks, monkeypatch
+):
+    from callbacks import services as callback_services
+
+    monkeypatch.setattr(callback_services, "delivery_publish", lambda **kwargs: None)
+    job = make_job(attempt=3, max_attempts=3, beat_ago=30, callback_url="http://hooks.test/j")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert reaper.jobs_reap() == {"requeued": 0, "dead": 1, "republished": 0}
+
+    job.refresh_from_db()
+    assert (job.status, job.error_class, job.attempt) == ("dead", "worker_lost", 3)
+    assert job.finished_at is not None and "no heartbeat" in job.error_message
+    assert published == []
+    assert Delivery.objects.filter(job=job, event="job.failed").count() == 1
+
+
+def test_a_batch_whose_last_job_is_buried_completes(builtins, published, fast, requester):
+    batch = Batch.objects.create(requester=requester, status="running", total=2)
+    make_job(status="succeeded", batch=batch)
+    lost = make_job(attempt=2, max_attempts=2, beat_ago=60, batch=batch)
+
+    reaper.jobs_reap()
+
+    batch.refresh_from_db()
+    lost.refresh_from_db()
+    assert lost.status == "dead"
+    assert (batch.status, batch.totals["dead"], batch.totals["succeeded"]) == ("completed", 1, 1)
+
+
+def test_queued_jobs_never_claimed_are_republished_once_per_grace_with_the_same_attempt(builtins, published, fast):
+    lost = make_job(status="queued", attempt=2, queued_ago=120)
+    make_job(status="queued", queued_ago=10)  # recent: its message is probably still in the queue
+    pending = Batch.objects.create(status="pending", total=1)
+    make_job(status="queued", queued_ago=120, batch=pending)  # the batch sweeper relaunches pending batches
+
+    assert reaper.jobs_reap()["republished"] == 1
+    assert reaper.jobs_reap()["republished"] == 0
+
+    assert published == [(str(lost.pk), 2)]
+    lost.refresh_from_db()
+    assert (lost.status, lost.attempt) == ("queued", 2)
+
+
+def test_the_reaper_is_a_periodic_task_at_its_setting(settings):
+    from django_celery_beat.models import PeriodicTask
+
+    from crawls.periodic import periodic_tasks_ensure
+
+    PeriodicTask.objects.filter(name="reap-dead-jobs").delete()
+    settings.TRAWL_REAPER_INTERVAL_SECONDS = 7
+    periodic_tasks_ensure()
+
+    task = PeriodicTask.objects.get(name="reap-dead-jobs")
+    assert (task.task, task.interval.every, task.queue) == ("crawls.tasks.reap_dead_jobs", 7, "control")
+
+
+def test_default_thresholds_act_well_before_the_batch_backstop_and_the_visibility_timeout():
+    from django.conf import settings
+
+    import celeryconfig
+
+    assert settings.TRAWL_REAPER_STALE_SECONDS >= 3 * settings.TRAWL_HEARTBEAT_SECONDS
+    assert settings.TRAWL_REAPER_STALE_SECONDS + settings.TRAWL_REAPER_INTERVAL_SECONDS < (
+        settings.TRAWL_BATCH_JOB_LOST_SECONDS
+    )
+    assert celeryconfig.broker_transport_options["visibility_timeout"] > celeryconfig.task_time_limit
+    assert celeryconfig.task_acks_late and celeryconfig.task_reject_on_worker_lost
+    assert celeryconfig.worker_prefetch_multiplier == 1

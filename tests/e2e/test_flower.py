@@ -1,0 +1,97 @@
+"""Flower as `make run` starts it (Procfile, basic auth from FLOWER_BASIC_AUTH) shows crawl args and results."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests import workers
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+AUTH = "ops:flower-test-password"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def procfile_flower_args() -> list[str]:
+    line = next(line for line in (workers.BASE_DIR / "Procfile").read_text().splitlines() if line.startswith("flower:"))
+    return line.split(":", 1)[1].split()
+
+
+def get(url: str, *, auth: str | None = AUTH) -> tuple[int, bytes]:
+    request = urllib.request.Request(url)
+    if auth:
+        request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, b""
+    except urllib.error.URLError:
+        return 0, b""  # not listening yet
+
+
+@pytest.fixture
+def flower(tmp_path: Path):
+    port = free_port()
+    args = [a.replace("$FLOWER_BASIC_AUTH", AUTH) for a in procfile_flower_args() if not a.startswith("--port")]
+    assert f"--basic-auth={AUTH}" in args, "the Procfile's flower must take its basic auth from FLOWER_BASIC_AUTH"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", "REDIS_URL": settings.REDIS_URL}
+    env["DATABASE_URL"] = workers.test_database_url()
+    with open(tmp_path / "flower.log", "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", *args, f"--port={port}"],
+            cwd=workers.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while get(f"{base}/healthcheck", auth=None)[0] != 200:
+            assert process.poll() is None, (tmp_path / "flower.log").read_text()
+            assert time.monotonic() < deadline, "flower did not start"
+            time.sleep(0.2)
+        time.sleep(1)  # let its event consumer attach before the task runs
+        yield base
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(10)
+
+
+def test_flower_asks_for_basic_auth_and_shows_crawl_args_and_result(flower, api, builtins, site, job_waiter):
+    job = api.post("/api/jobs/", {"url": f"{site.url}/product-2.html"}, format="json").json()
+    assert job_waiter(job["id"]).status == "succeeded"
+
+    tasks_url = f"{flower}/api/tasks?taskname=crawls.tasks.run_crawl"
+    deadline, shown = time.monotonic() + 20, None
+    while shown is None and time.monotonic() < deadline:
+        tasks = json.loads(get(tasks_url)[1] or b"{}")
+        shown = next((t for t in tasks.values() if job["id"] in (t.get("args") or "") and t.get("result")), None)
+        time.sleep(0.3)
+
+    assert get(tasks_url, auth=None)[0] == 401
+    assert get(tasks_url, auth="ops:wrong")[0] == 401
+    assert shown is not None, f"flower never showed run_crawl for {job['id']}"
+    assert shown["args"] == f"['{job['id']}', 1]"
+    assert shown["state"] == "SUCCESS"
+    assert "'status': 'succeeded'" in shown["result"]

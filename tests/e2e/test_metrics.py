@@ -1,0 +1,60 @@
+"""`/metrics` and `/api/stats/` move when a real worker runs a real crawl."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+SUCCEEDED = ("trawl_jobs_finished_total", (("status", "succeeded"),))
+DOMAIN_PAGES = ("trawl_domain_pages_total", (("domain", "127.0.0.1"),))
+DOMAIN_OK = ("trawl_domain_responses_total", (("code", "200"), ("domain", "127.0.0.1")))
+LINK = (("scraper", "link"), ("version", "1.0.0"))
+DURATIONS = ("trawl_job_duration_seconds_count", LINK)
+ITEMS_NEW = ("trawl_version_items_total", (("change", "new"), *LINK))
+
+
+def scrape(client) -> dict[tuple[str, tuple], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for sample in family.samples
+    }
+
+
+def test_metrics_move_when_a_job_runs(client, api, builtins, site, job_waiter):
+    before = scrape(client)
+    stats_before = api.get("/api/stats/").json()
+
+    job = api.post("/api/jobs/", {"url": f"{site.url}/product-3.html"}, format="json").json()
+    finished = job_waiter(job["id"])
+    after = scrape(client)
+    stats_after = api.get("/api/stats/").json()
+
+    assert finished.status == "succeeded", finished.error_message
+    pages = finished.stats["pages"]
+    assert pages >= 1
+    assert after[SUCCEEDED] == before.get(SUCCEEDED, 0) + 1
+    assert after[DOMAIN_PAGES] == before.get(DOMAIN_PAGES, 0) + pages
+    assert after[DOMAIN_OK] == before.get(DOMAIN_OK, 0) + finished.stats["status_codes"]["200"]
+    assert after[DURATIONS] == before.get(DURATIONS, 0) + 1
+    assert after[ITEMS_NEW] == before.get(ITEMS_NEW, 0) + finished.stats["items_new"]
+
+    def window(body, window):
+        return body["domains"].get("127.0.0.1", {}).get(window, {"pages": 0, "jobs": {"succeeded": 0}})
+
+    for name in ("900", "lifetime"):
+        assert window(stats_after, name)["pages"] == window(stats_before, name)["pages"] + pages
+        assert window(stats_after, name)["jobs"]["succeeded"] == window(stats_before, name)["jobs"]["succeeded"] + 1
+    assert any(worker["hostname"] == finished.worker.rsplit("/", 1)[0] for worker in stats_after["workers"])
+
+
+def test_stats_can_ask_the_workers_now(api, crawl_worker):
+    workers = api.get("/api/stats/?refresh_workers=1").json()["workers"]
+
+    answered = [worker for worker in workers if worker["online"]]
+    assert answered, workers
+    assert all(worker["active_tasks"] is not None for worker in answered)

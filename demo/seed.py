@@ -11,6 +11,7 @@ import os
 import secrets
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -99,6 +100,16 @@ def demo_sources_ensure(*, base_url: str, demo_shop: Scraper) -> list[Source]:
     return sources
 
 
+def demo_throttle_ensure(*, base_url: str) -> None:
+    """A politeness rule for the demo host: fast enough that the demo crawls in seconds, still shared by workers."""
+    from crawls.models import DomainThrottle
+    from crawls.services.throttles import throttle_create
+
+    host = urlsplit(base_url).hostname or "127.0.0.1"
+    if not DomainThrottle.objects.filter(domain=host).exists():
+        throttle_create(domain=host, rate=20, burst=20, ip_rate=20, ip_burst=20, note="demo shop (seed_demo)")
+
+
 def demo_admin_ensure(*, password: str) -> None:
     """A superuser `admin` whose password is `password`; hashed again only when it differs."""
     user = get_user_model().objects.filter(username=ADMIN_USER).first()
@@ -129,6 +140,7 @@ def demo_seed(*, base_url: str, credentials_path: Path = DEFAULT_CREDENTIALS_PAT
     with transaction.atomic():
         builtins_ensure()
         demo_sources_ensure(base_url=base_url, demo_shop=demo_scraper_ensure())
+        demo_throttle_ensure(base_url=base_url)
         demo_admin_ensure(password=password)
         token = demo_token_ensure(stored=stored.get("api_token", ""))
     saved = {"admin_user": ADMIN_USER, "api_token": token, "requester": REQUESTER}

@@ -45,6 +45,8 @@ def banner(credentials: dict, flower_auth: str) -> str:
             "  web / API   http://127.0.0.1:8000/api/jobs/   (docs: http://127.0.0.1:8000/api/docs/)",
             f"  admin       http://127.0.0.1:8000/admin/      user {credentials['admin_user']}"
             f" / password {credentials['admin_password']}",
+            "  dashboard   http://127.0.0.1:8000/admin/ops/dashboard/   (staff)",
+            "  metrics     http://127.0.0.1:8000/metrics      stats: http://127.0.0.1:8000/api/stats/",
             f"  flower      http://127.0.0.1:5555/            basic auth {flower_auth}",
             f"  demo shop   {DEMO_BASE_URL}/",
             f"  redis       {env.REDIS_URL}",

@@ -117,3 +117,13 @@ def test_admin_password_from_the_environment_wins_and_is_not_stored(seed, monkey
     assert printed["admin_password"] == "correct-horse-battery"
     assert authenticate(username="admin", password="correct-horse-battery") is not None
     assert "correct-horse-battery" not in seed.credentials.read_text()
+
+
+def test_seed_adds_a_throttle_rule_for_the_demo_host_once(seed):
+    from crawls.models import DomainThrottle
+
+    seed()
+    seed()
+
+    (rule,) = DomainThrottle.objects.all()
+    assert (rule.domain, rule.rate, rule.burst, rule.blocked) == ("127.0.0.1", 20, 20, False)

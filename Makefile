@@ -3,15 +3,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
+ML_STAMP := $(VENV)/.installed-ml-$(shell cksum requirements-ml.txt | cut -d' ' -f1)
 
-.PHONY: install run test lint format bench clean browser
+.PHONY: install run test lint format bench clean browser ml
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Trawl needs Python 3.11+"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
-	rm -f $(VENV)/.installed-*
+	rm -f $(VENV)/.installed-[0-9]*
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,8 +20,19 @@ install: $(STAMP)
 run: install
 	$(BIN)/python -m project.devrun
 
-test: install lint browser
+test: install lint browser ml
 	$(BIN)/python -m pytest
+
+# The embedding category classifier (CPU torch). Installed when a local CPU torch wheel is at hand in PIP_FIND_LINKS
+# (as on CI) or with TRAWL_ML=1: torch from the registry alone would pull gigabytes of CUDA. Without it the embedding
+# test is skipped with its reason.
+ml: install
+	@if [ -e $(ML_STAMP) ]; then exit 0; fi; \
+	if [ "$${TRAWL_ML:-}" = 1 ] || ls $${PIP_FIND_LINKS:-/nonexistent}/torch-*+cpu-*.whl >/dev/null 2>&1; then \
+		sed 's/\[[^]]*\]//' requirements.txt > $(VENV)/constraints.txt && \
+		$(BIN)/python -m pip install --quiet -r requirements-ml.txt -c $(VENV)/constraints.txt && \
+		rm -f $(VENV)/.installed-ml-* && touch $(ML_STAMP); \
+	else echo "requirements-ml.txt not installed: no local CPU torch wheel (TRAWL_ML=1 installs it anyway)"; fi
 
 # Debian's Chromium for the dashboard's headless-browser test: installed only when missing and apt-get exists.
 browser:

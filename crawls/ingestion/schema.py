@@ -29,12 +29,20 @@ class ItemSchema:
     default_currency: str = ""
     base_currency: str = ""
     rates: dict[str, Any] = field(default_factory=dict)
+    error: str = ""  # the setting itself is malformed: every item is rejected with this reason
 
     @classmethod
     def from_setting(cls, value: Any, *, base_currency: str = "", rates: dict | None = None) -> ItemSchema | None:
         """The schema a `TRAWL_ITEM_SCHEMA` setting describes; None when the setting is absent or empty."""
         if not value:
             return None
+        shape_ok = (
+            isinstance(value, dict)
+            and isinstance(value.get("fields") or {}, dict)
+            and isinstance(value.get("required") or [], list | tuple)
+        )
+        if not shape_ok:
+            return cls(error='TRAWL_ITEM_SCHEMA must look like {"required": [...], "fields": {"name": "type"}}')
         return cls(
             required=tuple(value.get("required") or ()),
             fields=dict(value.get("fields") or {}),
@@ -51,6 +59,8 @@ def currency_key(name: str) -> str:
 def item_clean(data: dict[str, Any], *, schema: ItemSchema, base_url: str = "") -> tuple[dict[str, Any], list[str]]:
     """The normalized item and the reasons it is invalid (an empty list when it is valid)."""
     # Links resolve against the item's own page (itself maybe relative to the page the job started on).
+    if schema.error:
+        return data, [schema.error]
     base = url_absolute(data.get("url") or "", base=base_url) or base_url
     clean: dict[str, Any] = {}
     reasons: list[str] = []

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
+import redis
 from django.conf import settings
 from django.utils import timezone
 
@@ -46,13 +47,21 @@ class JobTracker:
         if time.monotonic() - self.last_beat < self.heartbeat_every:
             return ""
         self.last_beat = time.monotonic()
-        if cancel_requested(job_id=self.job.id):
+        if self._cancel_asked():
             return "cancelled"
         progress = {**job_stats(live_stats(session)), **self.item_counts()}
         beat = CrawlJob.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING, attempt=self.job.attempt)
         if not beat.update(heartbeat_at=timezone.now(), stats=progress):
             return "lost"
         return ""
+
+    def _cancel_asked(self) -> bool:
+        # Redis away for a moment must not kill a crawl that only needs the database: ask again next beat.
+        try:
+            return cancel_requested(job_id=self.job.id)
+        except redis.RedisError as exc:
+            logger.warning("job %s: cancel flag unreadable (%s); asking again next heartbeat", self.job.pk, exc)
+            return False
 
     def flush(self, session: CrawlSession, *, budget: float | None = None) -> None:
         """Upsert queued items chunk by chunk until none are left, or (during a crawl) until `budget` seconds passed.

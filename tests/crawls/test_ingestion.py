@@ -106,6 +106,13 @@ def test_unknown_schema_type_rejects_with_a_message_that_names_it():
     assert "unknown type 'money'" in reasons[0]
 
 
+@pytest.mark.parametrize("setting", [["title"], {"fields": ["title"]}, {"required": "title"}])
+def test_malformed_schema_setting_rejects_every_item_saying_what_shape_it_needs(setting):
+    _, reasons = item_clean({"title": "Mug"}, schema=ItemSchema.from_setting(setting))
+
+    assert reasons == ['TRAWL_ITEM_SCHEMA must look like {"required": [...], "fields": {"name": "type"}}']
+
+
 @pytest.mark.django_db
 def test_version_schema_rejects_counts_and_samples_and_only_valid_items_are_upserted():
     scraper = Scraper.objects.create(name="shop", settings={"TRAWL_ITEM_SCHEMA": {"required": ["url"]}})

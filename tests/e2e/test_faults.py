@@ -1,19 +1,24 @@
-"""Faults with real processes: a crawl worker's pool process SIGKILLed mid-crawl, on one attempt or on every one.
+"""Faults with real processes: a crawl worker's pool process SIGKILLed mid-crawl (once, or on every attempt), Redis
+stopped mid-batch and restarted empty, a webhook receiver down for a while.
 
-Two crawl workers, an ops worker and a real beat running `reap-dead-jobs` every second, with a reaper that calls a
-heartbeat stale after 3 s (production: a few heartbeats). Nothing here waits for the broker's visibility timeout.
+The workers and beat these tests start run the reaper every second and call a heartbeat stale after 3 s (production:
+every 15 s, 30 s). Nothing here waits for the broker's visibility timeout.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
+import threading
 import time
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from crawls.models import CrawlJob, Item
-from tests.callbacks.harness import FAST_ENV, Beat, exclusive
+from project.redis_server import redis_start_if_absent
+from tests.callbacks.harness import FAST_ENV, Beat, Receiver, exclusive
 from tests.workers import Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -139,3 +144,210 @@ def test_a_crawl_killed_on_every_attempt_ends_dead_worker_lost(api, builtins, sl
     assert (job.status, job.error_class, job.attempt) == ("dead", "worker_lost", 3)
     assert job.finished_at is not None
     assert len(set(killed)) == 3
+
+
+# --- Redis going away ----------------------------------------------------------------------------------------
+
+
+class PrivateRedis:
+    """A redis-server of our own on a free port (no persistence, like a crashed cache): stopped and started at will."""
+
+    def __init__(self, log_dir) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.log = str(log_dir / f"redis-{self.port}.log")
+        self.process = None
+
+    def start(self) -> PrivateRedis:
+        self.process = redis_start_if_absent(self.url, log_path=self.log)
+        assert self.process is not None, f"something already answers on port {self.port}"
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        self.process = None
+
+
+class PrivateWorker(Worker):
+    """A worker on another broker (a private Redis)."""
+
+    def __init__(self, *, broker_url: str, **kwargs) -> None:
+        super().__init__(env={**REAPER_ENV, "REDIS_URL": broker_url, "TRAWL_BATCH_JOB_LOST_SECONDS": "120"}, **kwargs)
+        self.broker_url = broker_url
+
+    def _wait_ready(self, timeout: float) -> None:
+        # Our control client talks to the session's broker, so read the worker's own "ready." line instead.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.process.returncode}:\n{self.log_tail()}")
+            if " ready." in self.log_tail(200):
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"worker not ready within {timeout}s:\n{self.log_tail()}")
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    server = PrivateRedis(tmp_path).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_healthz_says_redis_is_down_while_it_is_and_recovers_on_its_own(client, private_redis, settings):
+    from project.redis import get_redis
+
+    settings.REDIS_URL = private_redis.url
+    get_redis.cache_clear()
+    try:
+        assert client.get("/healthz").json()["redis"] == "ok"
+        private_redis.stop()
+        down = client.get("/healthz")
+        private_redis.start()
+        deadline = time.monotonic() + 20
+        while client.get("/healthz").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        back = client.get("/healthz")
+    finally:
+        get_redis.cache_clear()
+
+    assert down.status_code == 503
+    assert (down.json()["status"], down.json()["database"]) == ("degraded", "ok")
+    assert down.json()["redis"].startswith("down:")
+    assert back.status_code == 200 and back.json()["redis"] == "ok"
+
+
+def test_redis_restarted_empty_mid_batch_every_job_still_ends_and_the_batch_completes(
+    builtins, requester, slow_site, private_redis, tmp_path, monkeypatch
+):
+    """Redis dies with the batch's chord, queued messages and unacked crawls in it, and comes back empty. The
+    workers and beat reconnect by themselves; the reaper republishes queued jobs and requeues running ones whose
+    heartbeat stopped; the batch sweeper finalizes the batch from the database."""
+    from crawls.services import batches
+    from crawls.tasks import launch_batch
+    from project.celery import app
+
+    # The batch backstop far away, as in production: the reaper is the one to requeue crawls the outage broke.
+    env = {**REAPER_ENV, "REDIS_URL": private_redis.url, "TRAWL_BATCH_JOB_LOST_SECONDS": "120"}
+    reaper_every(1)
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    every_second, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.filter(name="sweep-batches").update(interval=every_second)
+
+    def publish_to_private_redis(*, batch):
+        with app.connection_for_write(private_redis.url) as connection:
+            launch_batch.apply_async(args=[str(batch.pk)], connection=connection)
+
+    monkeypatch.setattr(batches, "batch_launch_publish", publish_to_private_redis)
+    ops = PrivateWorker(queues="control,callbacks", concurrency=1, broker_url=private_redis.url, log_dir=tmp_path)
+    crawlers = PrivateWorker(queues="crawls", concurrency=2, broker_url=private_redis.url, log_dir=tmp_path)
+    beat = Beat(log_dir=tmp_path, env=env)
+    cluster = Cluster(ops, [crawlers], beat)
+    try:
+        ops.start(), crawlers.start(), beat.start()
+        specs = [{"url": f"{slow_site.url}/slow/{90_000 + 100 * n}", "options": {"maxdepth": 6}} for n in range(6)]
+        batch = batches.batch_create(requester=requester, jobs=specs)
+        wait_batch(batch.pk, lambda jobs: any(j.status == "running" for j in jobs), cluster=cluster, timeout=60)
+        private_redis.stop()
+        time.sleep(5)
+        private_redis.start()
+        jobs = wait_batch(
+            batch.pk, lambda jobs: all(j.status in FINAL for j in jobs), cluster=cluster, timeout=150, why="final"
+        )
+        batch.refresh_from_db()
+        deadline = time.monotonic() + 30
+        while batch.finished_at is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            batch.refresh_from_db()
+    finally:
+        beat.stop()
+        crawlers.stop()
+        ops.stop()
+
+    assert batch.finished_at is not None and batch.status == "completed", cluster.logs()
+    assert sum(batch.totals.values()) == 6
+    assert all(job.status in FINAL for job in jobs)
+    # Nothing was lost for good: the crawls that ran through the outage finished, the lost messages were republished.
+    assert batch.totals["succeeded"] == 6, (batch.totals, [(job.status, job.error_message) for job in jobs])
+    assert all(job.attempt <= 2 for job in jobs)
+
+
+FINAL = ("succeeded", "failed", "cancelled", "dead")
+
+
+def wait_batch(batch_id, predicate, *, cluster: Cluster, timeout: float, why: str = "condition") -> list[CrawlJob]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = list(CrawlJob.objects.filter(batch_id=batch_id))
+        if predicate(jobs):
+            return jobs
+        time.sleep(0.2)
+    states = [(job.status, job.attempt) for job in CrawlJob.objects.filter(batch_id=batch_id)]
+    raise AssertionError(f"batch jobs never {why}: {states}\n{cluster.logs()}")
+
+
+# --- a webhook receiver going away ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def callbacks_worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
+    worker = Worker(queues="callbacks", concurrency=1, env=FAST_ENV, log_dir=tmp_path)
+    try:
+        worker.start()
+        with exclusive(worker):
+            yield worker
+    finally:
+        worker.stop()
+
+
+def receiver_on(port: int) -> Receiver:
+    """A Receiver on a given port (the one the delivery has been failing to reach)."""
+    receiver = Receiver()
+    handler = receiver.server.RequestHandlerClass
+    receiver.server.server_close()
+    receiver.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    receiver.server.daemon_threads = True
+    receiver.thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
+    return receiver
+
+
+def test_a_webhook_receiver_down_for_a_while_gets_the_event_later_exactly_once(requester, callbacks_worker, settings):
+    from callbacks.models import Delivery
+    from callbacks.services import event_emit
+
+    settings.TRAWL_WEBHOOK_MAX_ATTEMPTS = 8
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    delivery = event_emit(
+        event="job.failed",
+        dedupe_key="job:receiver-down",
+        target_url=f"http://127.0.0.1:{port}/hook",
+        data={"id": "x"},
+        requester_id=requester.pk,
+    )
+    deadline = time.monotonic() + 30
+    while Delivery.objects.get(pk=delivery.pk).attempts < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    refused = Delivery.objects.get(pk=delivery.pk)
+    assert refused.attempts >= 3 and refused.status not in ("delivered", "dead"), callbacks_worker.log_tail()
+
+    with receiver_on(port) as receiver:
+        receiver.wait_for(lambda r: r.events("job.failed"), timeout=30, why="the late delivery")
+        time.sleep(3)  # any duplicate would arrive now
+        received = receiver.events()
+    delivery.refresh_from_db()
+
+    assert delivery.status == "delivered" and delivery.attempts > refused.attempts
+    assert len(received) == 1
+    assert received[0].headers["X-Trawl-Delivery"] == str(delivery.pk)
+    log = list(delivery.attempt_log.order_by("number").values_list("ok", flat=True))
+    assert log[-1] is True and not any(log[:-1])

@@ -6,9 +6,11 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import StreamingHttpResponse
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -51,11 +53,22 @@ class ItemViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         items = items_visible(requester=self.request.user)
         since = self.request.query_params.get("changed_since")
         if since:
-            moment = parse_datetime(since.replace(" ", "+"))  # a "+01:00" offset arrives as " 01:00" unless encoded
-            if moment is None:
-                raise TrawlError("changed_since must be an ISO 8601 date-time", field="changed_since")
-            items = items.filter(changed_at__gte=moment)
+            items = items.filter(changed_at__gte=changed_since_parse(since))
         return items
+
+
+def changed_since_parse(value: str) -> datetime:
+    """An ISO 8601 date-time, as UTC. Naive values are UTC; odd offsets (PostgreSQL refuses beyond ±15:59) are
+    converted here so the database only ever sees UTC."""
+    try:
+        moment = parse_datetime(value.replace(" ", "+"))  # a "+01:00" offset arrives as " 01:00" unless encoded
+        if moment is None:
+            raise ValueError(value)
+        if timezone.is_naive(moment):
+            moment = timezone.make_aware(moment, UTC)
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise TrawlError("changed_since must be an ISO 8601 date-time", field="changed_since") from None
 
 
 class JSONLinesRenderer(renderers.BaseRenderer):

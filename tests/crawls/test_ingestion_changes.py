@@ -149,3 +149,13 @@ def test_export_of_someone_elses_job_is_not_found(scraper, api):
     job, _ = crawl(scraper, CATALOGUE, requester=other)
 
     assert api.get(f"/api/jobs/{job.pk}/items/?format=csv").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "odd", ["9726-04-28T01:21:35-17:14", "2026-13-01T00:00:00", "9999-12-31T23:59:59-23:00", "2026-01-01T00:00:00"]
+)
+def test_any_changed_since_is_answered_never_a_500(api, odd):
+    # Found by the API fuzzer on PostgreSQL, which refuses offsets beyond ±15:59 and years past 9999.
+    response = api.get("/api/items/", {"changed_since": odd})
+
+    assert response.status_code in (200, 400), response.content

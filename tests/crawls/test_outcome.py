@@ -191,3 +191,9 @@ def test_job_stats_carry_the_throttle_middleware_numbers():
     stats = job_stats({"throttle/waits": 3, "throttle/wait_seconds": 1.5, "downloader/request_count": 4})
 
     assert stats["throttle"] == {"waits": 3, "wait_seconds": 1.5}
+
+
+def test_requests_dropped_for_a_blocked_domain_make_a_blocked_job():
+    verdict = classify(stats={"requests": 2, "download_errors": {"DomainBlocked": 2}, "status_codes": {}})
+
+    assert verdict.error_class == "blocked"

@@ -46,9 +46,12 @@ def test_metrics_move_when_a_job_runs(client, api, builtins, site, job_waiter):
     def window(body, window):
         return body["domains"].get("127.0.0.1", {}).get(window, {"pages": 0, "jobs": {"succeeded": 0}})
 
-    for name in ("900", "lifetime"):
-        assert window(stats_after, name)["pages"] == window(stats_before, name)["pages"] + pages
-        assert window(stats_after, name)["jobs"]["succeeded"] == window(stats_before, name)["jobs"]["succeeded"] + 1
+    lifetime_before, lifetime_after = window(stats_before, "lifetime"), window(stats_after, "lifetime")
+    assert lifetime_after["pages"] == lifetime_before["pages"] + pages
+    assert lifetime_after["jobs"]["succeeded"] == lifetime_before["jobs"]["succeeded"] + 1
+    # A rolling window also drops minutes between the two reads (earlier tests' jobs), so only its lower bound is exact.
+    assert window(stats_after, "900")["pages"] >= pages
+    assert window(stats_after, "900")["jobs"]["succeeded"] >= 1
     assert any(worker["hostname"] == finished.worker.rsplit("/", 1)[0] for worker in stats_after["workers"])
 
 

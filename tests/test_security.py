@@ -8,21 +8,13 @@ import subprocess
 import sys
 
 import pytest
-from rest_framework.test import APIClient
 
-from access.services import token_issue
 from crawls.models import Batch, CrawlJob
 from project.net import address_is_public, private_target_reason
+from tests.clients import client_for
 from tests.workers import BASE_DIR
 
 PUBLIC_IP_URL = "http://93.184.216.34/page"  # an IP literal: no DNS lookup needed in tests
-
-
-def client_for(name: str, *, admin: bool = False) -> APIClient:
-    _, token = token_issue(requester_name=name, admin=admin)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
 
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess:

@@ -5,20 +5,13 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from access.services import token_issue
 from crawls.cancel import cancel_requested, cancel_requested_batch
 from crawls.models import Batch, CrawlJob
+from tests.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
 SHOP = "http://shop.test"
-
-
-def client_for(name: str, *, admin: bool = False) -> APIClient:
-    _, token = token_issue(requester_name=name, admin=admin)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
 
 
 def specs(count: int) -> list[dict]:

@@ -5,20 +5,13 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from access.services import token_issue
 from crawls.models import CrawlJob, Item, ItemSighting
 from registry.models import Scraper, ScraperVersion
+from tests.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
 GOOD_URL = "http://shop.test/list-1.html"
-
-
-def client_for(name: str, *, admin: bool = False) -> APIClient:
-    _, token = token_issue(requester_name=name, admin=admin)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
 
 
 @pytest.fixture

@@ -9,18 +9,15 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from access.services import token_issue
 from crawls.models import CrawlJob, JobStatus, Source
+from tests.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def ops(builtins):
-    _, token = token_issue(requester_name="ops", admin=True)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
+    return client_for("ops", admin=True)
 
 
 @pytest.fixture

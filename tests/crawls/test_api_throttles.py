@@ -7,11 +7,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from access.services import token_issue
 from crawls.models import CrawlJob, DomainThrottle
 from crawls.scraping.throttle import BLOCKED, GRANTED, WAIT, Limits
 from crawls.services.throttles import throttle_buckets, throttle_rules_load
 from project.redis import get_redis
+from tests.clients import client_for
 from tests.crawls.test_throttle import flush_throttle_keys
 
 pytestmark = pytest.mark.django_db
@@ -26,10 +26,7 @@ def clean_redis():
 
 @pytest.fixture
 def admin_api(db):
-    _, token = token_issue(requester_name="ops", admin=True)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
+    return client_for("ops", admin=True)
 
 
 @pytest.fixture

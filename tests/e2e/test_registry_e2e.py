@@ -8,11 +8,10 @@ import time
 
 import pytest
 from django.urls import reverse
-from rest_framework.test import APIClient
 
-from access.services import token_issue
 from crawls.models import CrawlJob
 from registry.models import Scraper, ScraperVersion
+from tests.clients import client_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -22,10 +21,7 @@ CANARY_SPIDER = "tests.fixtures.spiders.RaisingSpider"  # raises in parse: every
 
 @pytest.fixture
 def ops():
-    _, token = token_issue(requester_name="ops", admin=True)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
+    return client_for("ops", admin=True)
 
 
 def ok(response, status=200):

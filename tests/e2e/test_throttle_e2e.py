@@ -10,6 +10,7 @@ import pytest
 
 from crawls.models import DomainThrottle
 from crawls.services.throttles import throttle_create, throttle_delete
+from tests.clients import client_for
 from tests.conftest import wait_for_job
 from tests.crawls.test_throttle import flush_throttle_keys, most_in_any_window
 from tests.workers import Worker
@@ -107,14 +108,7 @@ def localhost_rule(two_workers):
 
 @pytest.fixture
 def admin_api(db):
-    from rest_framework.test import APIClient
-
-    from access.services import token_issue
-
-    _, token = token_issue(requester_name="ops", admin=True)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
+    return client_for("ops", admin=True)
 
 
 def submit(api, url: str, **options) -> str:

@@ -5,20 +5,13 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from access.services import token_issue
 from crawls.models import JobStatus
 from registry.models import Scraper, ScraperVersion
 from registry.services import version_route
+from tests.clients import client_for
 from tests.registry.factories import LINK_SPIDER, RAISING_SPIDER, make_job
 
 pytestmark = pytest.mark.django_db
-
-
-def client_for(name: str, *, admin: bool) -> APIClient:
-    _, token = token_issue(requester_name=name, admin=admin)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
 
 
 @pytest.fixture

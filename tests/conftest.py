@@ -22,6 +22,16 @@ def redis_server(tmp_path_factory):
 
 
 @pytest.fixture
+def throttle_keys_clean():
+    """Throttle rules and buckets left in Redis by one test must not slow or block the next."""
+    from tests.crawls.test_throttle import flush_throttle_keys
+
+    flush_throttle_keys()
+    yield
+    flush_throttle_keys()
+
+
+@pytest.fixture
 def builtins(db):
     from registry.builtins import builtins_ensure
 

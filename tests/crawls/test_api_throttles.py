@@ -12,16 +12,8 @@ from crawls.scraping.throttle import BLOCKED, GRANTED, WAIT, Limits
 from crawls.services.throttles import throttle_buckets, throttle_rules_load
 from project.redis import get_redis
 from tests.clients import client_for
-from tests.crawls.test_throttle import flush_throttle_keys
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def clean_redis():
-    flush_throttle_keys()
-    yield
-    flush_throttle_keys()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from project.errors import TrawlError
 from project.redis import get_redis
 from tests.crawls.throttle_hammer import hammer
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
 
 TEST_PREFIX = "trawl:test-throttle"
 
@@ -45,13 +45,6 @@ def flush_throttle_keys() -> None:
         keys = list(client.scan_iter(pattern, count=1000))
         if keys:
             client.delete(*keys)
-
-
-@pytest.fixture(autouse=True)
-def clean_redis():
-    flush_throttle_keys()
-    yield
-    flush_throttle_keys()
 
 
 @pytest.fixture

@@ -20,16 +20,8 @@ from crawls.scraping.proxies import ProxyEntry, ProxyPool, ProxyRotationMiddlewa
 from crawls.scraping.throttle import WAIT
 from crawls.services.throttles import throttle_buckets, throttle_create, throttle_rules_load, throttle_update
 from project.redis import get_redis
-from tests.crawls.test_throttle import flush_throttle_keys
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def clean_redis():
-    flush_throttle_keys()
-    yield
-    flush_throttle_keys()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
 
 
 @pytest.fixture

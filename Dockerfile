@@ -18,6 +18,9 @@ COPY project/ project/
 COPY access/ access/
 COPY registry/ registry/
 COPY crawls/ crawls/
+COPY sources/ sources/
+COPY throttling/ throttling/
+COPY items/ items/
 COPY callbacks/ callbacks/
 COPY ops/ ops/
 COPY catalog/ catalog/

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kombu import Exchange, Queue
 
+from crawls.timeouts import celery_time_limits
 from project import env
 
 # Redis is both transport and result store: one service to run, and results for chords live next to the queue.
@@ -51,9 +52,9 @@ task_acks_late = True
 task_reject_on_worker_lost = True
 # One message at a time per process: crawls are long, prefetching would starve other workers.
 worker_prefetch_multiplier = 1
-# Hard limit a little above the crawl timeout: the runner stops crawls itself; this only catches a hung process.
-task_soft_time_limit = env.JOB_TIMEOUT + 60
-task_time_limit = env.JOB_TIMEOUT + 120
+# Defaults for tasks published without limits. Crawl messages carry their own, from their job's timeout
+# (crawls.publish); the runner stops crawls itself, these only catch a hung process.
+task_soft_time_limit, task_time_limit = celery_time_limits(env.JOB_TIMEOUT)
 # Recycle children so memory leaked by spiders or the reactor never accumulates.
 worker_max_tasks_per_child = env.WORKER_MAX_TASKS_PER_CHILD
 worker_max_memory_per_child = env.WORKER_MAX_MEMORY_KB

@@ -89,7 +89,7 @@ def unthrottle(url: str) -> None:
     """A throttle rule for the site that never runs dry: this measures orchestration, not politeness."""
     from urllib.parse import urlsplit
 
-    from crawls.services.throttles import throttle_create
+    from throttling.services import throttle_create
 
     huge = 1_000_000
     throttle_create(domain=urlsplit(url).hostname, rate=huge, burst=huge, ip_rate=huge, ip_burst=huge)

@@ -122,7 +122,7 @@ def start_worker(tmp: Path, stack: contextlib.ExitStack, ready_timeout: float = 
 
 def unthrottle(url: str) -> None:
     """Measure overhead, not politeness: a rule whose buckets never run dry (each request still asks Redis)."""
-    from crawls.services.throttles import throttle_create
+    from throttling.services import throttle_create
 
     huge = 10**6
     throttle_create(domain=urlsplit(url).hostname, rate=huge, burst=huge, ip_rate=huge, ip_burst=huge)

@@ -28,8 +28,8 @@ import redis
 import redis.asyncio
 from _common import exit_on_sigterm  # also puts the repository on sys.path
 
-from crawls.scraping.throttle import GRANTED, Limits, TokenBuckets
 from project.redis_server import redis_start_if_absent
+from throttling.buckets import GRANTED, Limits, TokenBuckets
 
 PREFIX = "trawl:bench-throttle"
 HOST = "bench.example.com"

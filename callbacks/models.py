@@ -11,6 +11,7 @@ from django.utils import timezone
 class EventType(models.TextChoices):
     JOB_COMPLETED = "job.completed", "job.completed"
     JOB_FAILED = "job.failed", "job.failed"
+    JOB_ALERT = "job.alert", "job.alert"
     BATCH_COMPLETED = "batch.completed", "batch.completed"
 
 

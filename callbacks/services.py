@@ -22,6 +22,7 @@ from callbacks.models import RETRYABLE_STATUSES, Delivery, DeliveryAttempt, Deli
 from callbacks.payloads import batch_data, envelope, job_data, job_event_type
 from callbacks.transport import post_signed
 from crawls.models import Batch, CrawlJob
+from crawls.publish import publish_delivery
 
 logger = logging.getLogger("trawl.callbacks")
 
@@ -80,7 +81,7 @@ def event_emit(
         logger.info("event %s already emitted; not emitting it again", dedupe_key)
         return None
     # robust: a broker hiccup must not undo the event; the sweeper publishes what was not published.
-    transaction.on_commit(lambda: delivery_publish(delivery_id=delivery.pk), robust=True)
+    transaction.on_commit(lambda: publish_delivery(delivery_id=delivery.pk), robust=True)
     logger.info("event %s %s for %s queued to %s", event, event_id, dedupe_key, target_url)
     return delivery
 
@@ -106,12 +107,6 @@ def batch_event_emit(*, batch: Batch) -> Delivery | None:
         requester_id=batch.requester_id,
         batch=batch,
     )
-
-
-def delivery_publish(*, delivery_id: object, countdown: float | None = None) -> None:
-    from callbacks.tasks import deliver
-
-    deliver.apply_async(args=[str(delivery_id)], countdown=countdown)
 
 
 def delivery_attempt(*, delivery_id: object) -> AttemptOutcome:
@@ -176,7 +171,7 @@ def delivery_redeliver(*, delivery: Delivery) -> None:
         next_attempt_at=timezone.now(),
         max_attempts=F("attempts") + settings.TRAWL_WEBHOOK_MAX_ATTEMPTS,
     )
-    transaction.on_commit(lambda: delivery_publish(delivery_id=delivery.pk), robust=True)
+    transaction.on_commit(lambda: publish_delivery(delivery_id=delivery.pk), robust=True)
 
 
 def deliveries_sweep(*, limit: int = 500) -> int:
@@ -185,7 +180,7 @@ def deliveries_sweep(*, limit: int = 500) -> int:
     overdue = Delivery.objects.filter(status__in=RETRYABLE_STATUSES, next_attempt_at__lt=cutoff)
     ids = list(overdue.order_by("next_attempt_at").values_list("id", flat=True)[:limit])
     for delivery_id in ids:
-        delivery_publish(delivery_id=delivery_id)
+        publish_delivery(delivery_id=delivery_id)
     if ids:
         logger.warning("sweeper published %s overdue deliveries again", len(ids))
     return len(ids)

@@ -69,6 +69,6 @@ def category_map_confirm(*, category_map: CategoryMap, category: Category | None
 
 def items_categorize(*, external_name: str, category_id: int | None) -> int:
     """Items whose `category` field is this external name now carry the internal category."""
-    from crawls.models import Item
+    from items.models import Item
 
     return Item.objects.filter(data__category=external_name).update(category_id=category_id)

@@ -1,24 +1,13 @@
-from dataclasses import asdict
-
-from django import forms
 from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from crawls.models import Batch, CrawlJob, DomainThrottle, Item, ItemPriceChange, ItemSighting, JobStatus, Proxy
+from crawls.models import Batch, CrawlJob, JobStatus
 from crawls.selectors import batch_totals, batches_counted
 from crawls.services import job_cancel
 from crawls.services.batches import batch_cancel
-from crawls.services.throttles import (
-    default_limits,
-    domain_normalize,
-    proxies_cool_down_end,
-    throttle_delete,
-    throttle_save,
-    throttle_update,
-)
-from crawls.source_admin import SourceAdmin  # noqa: F401  (registers itself)
+from ops.admin_parts import JobOpsAdminMixin
 from project.errors import TrawlError
 
 STATUS_COLOURS = {
@@ -32,7 +21,7 @@ STATUS_COLOURS = {
 
 
 @admin.register(CrawlJob)
-class CrawlJobAdmin(admin.ModelAdmin):
+class CrawlJobAdmin(JobOpsAdminMixin, admin.ModelAdmin):
     list_display = (
         "short_id",
         "url",
@@ -47,7 +36,9 @@ class CrawlJobAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "error_class", "scraper", "version")
     search_fields = ("url", "id", "worker")
-    readonly_fields = [field.name for field in CrawlJob._meta.fields]
+    readonly_fields = [field.name for field in CrawlJob._meta.fields if field.name != "alerts"] + [
+        *JobOpsAdminMixin.ops_fields
+    ]
     date_hierarchy = "queued_at"
     actions = ["cancel"]
 
@@ -86,35 +77,6 @@ class CrawlJobAdmin(admin.ModelAdmin):
                 job_cancel(job=job)
             except TrawlError as exc:
                 self.message_user(request, f"{job.id}: {exc.message}", level=messages.WARNING)
-
-
-class SightingInline(admin.TabularInline):
-    model = ItemSighting
-    fields = ("job", "change")
-    readonly_fields = ("job", "change")
-    extra = 0
-    can_delete = False
-    max_num = 0
-
-
-class PriceChangeInline(admin.TabularInline):
-    """The item's price history, newest first."""
-
-    model = ItemPriceChange
-    fields = ("changed_at", "old_price", "old_currency", "new_price", "new_currency", "job")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    max_num = 0
-
-
-@admin.register(Item)
-class ItemAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "url", "scraper", "category", "first_seen", "last_seen", "changed_at")
-    list_filter = ("scraper", "category", "changed_at", "last_seen")
-    search_fields = ("url", "fingerprint")
-    readonly_fields = [field.name for field in Item._meta.fields]
-    inlines = [PriceChangeInline, SightingInline]
 
 
 BATCH_BAR_ORDER = (
@@ -202,75 +164,3 @@ class BatchAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{batch}: {exc.message}", level=messages.WARNING)
         if cancelled:
             self.message_user(request, f"Cancelling {cancelled} batch(es); running crawls stop within seconds.")
-
-
-class DomainThrottleForm(forms.ModelForm):
-    class Meta:
-        model = DomainThrottle
-        fields = ["domain", "rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "note"]
-
-    def clean_domain(self) -> str:
-        try:
-            return domain_normalize(self.cleaned_data["domain"])
-        except TrawlError as exc:
-            raise forms.ValidationError(exc.message) from exc
-
-    def clean(self):
-        cleaned = super().clean()
-        for name in ("burst", "ip_burst"):
-            if cleaned.get(name) is not None and cleaned[name] < 1:
-                self.add_error(name, "At least 1; to stop all requests, tick blocked.")
-        return cleaned
-
-
-@admin.register(DomainThrottle)
-class DomainThrottleAdmin(admin.ModelAdmin):
-    """Saves go through the throttle services, which publish the rule to Redis: running crawls obey it at once."""
-
-    form = DomainThrottleForm
-    list_display = ("domain", "rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "updated_at")
-    list_filter = ("blocked",)
-    search_fields = ("domain", "note")
-    actions = ["block", "unblock"]
-
-    def get_changeform_initial_data(self, request) -> dict:
-        return {**asdict(default_limits()), **super().get_changeform_initial_data(request)}
-
-    def save_model(self, request, obj, form, change) -> None:
-        throttle_save(throttle=obj)
-
-    def delete_model(self, request, obj) -> None:
-        throttle_delete(throttle=obj)
-
-    def delete_queryset(self, request, queryset) -> None:
-        for throttle in queryset:
-            throttle_delete(throttle=throttle)
-
-    @admin.action(description="Block selected domains")
-    def block(self, request, queryset):
-        for throttle in queryset:
-            throttle_update(throttle=throttle, blocked=True)
-        self.message_user(request, f"Blocked {queryset.count()} domain(s); running crawls drop their requests now.")
-
-    @admin.action(description="Unblock selected domains")
-    def unblock(self, request, queryset):
-        for throttle in queryset:
-            throttle_update(throttle=throttle, blocked=False)
-        self.message_user(request, f"Unblocked {queryset.count()} domain(s).")
-
-
-@admin.register(Proxy)
-class ProxyAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "egress_label", "group", "enabled", "cooling", "cooling_down_until")
-    list_filter = ("enabled", "group")
-    search_fields = ("url", "egress_label", "note")
-    actions = ["end_cool_down"]
-
-    @admin.display(description="cooling down", boolean=True)
-    def cooling(self, proxy: Proxy) -> bool:
-        return bool(proxy.cooling_down_until and proxy.cooling_down_until > timezone.now())
-
-    @admin.action(description="End the cool-down of selected proxies")
-    def end_cool_down(self, request, queryset):
-        count = proxies_cool_down_end(proxies=queryset)
-        self.message_user(request, f"{count} proxy(ies) back in rotation (workers see it within seconds).")

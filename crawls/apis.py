@@ -1,17 +1,29 @@
-"""REST API for crawl jobs: submit, list, read, items, cancel."""
+"""REST API for crawl jobs (submit, list, read, items, cancel) and batches (submit many, list, read, cancel)."""
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from crawls.item_apis import EXPORT_RENDERERS, job_items_export
-from crawls.selectors import job_items, jobs_visible
-from crawls.serializers import JobCreateSerializer, JobItemSerializer, JobSerializer
+from crawls.selectors import batch_with_jobs, batches_visible, job_items, jobs_visible
+from crawls.serializers import (
+    BatchCreatedSerializer,
+    BatchCreateSerializer,
+    BatchDetailSerializer,
+    BatchSerializer,
+    JobCreateSerializer,
+    JobItemSerializer,
+    JobSerializer,
+)
 from crawls.services import job_cancel, job_create
+from crawls.services.batches import batch_cancel, batch_create
+from items.apis import EXPORT_RENDERERS, job_items_export
+from ops.log_apis import LOG_PARAMETERS, LOG_RENDERERS, LOG_RESPONSES, job_log_response
+from ops.runs import JobDetailSerializer
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -20,6 +32,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self):
         return jobs_visible(requester=self.request.user)
+
+    def get_serializer_class(self):
+        # The detail adds deltas against the source's previous run: one more query, so not on every list row.
+        return JobDetailSerializer if self.action == "retrieve" else JobSerializer
 
     @extend_schema(request=JobCreateSerializer, responses={201: JobSerializer})
     def create(self, request: Request) -> Response:
@@ -53,3 +69,42 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         """Cancel a queued or running job. A running crawl stops within a few seconds and ends `cancelled`."""
         job = job_cancel(job=self.get_object())
         return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(parameters=LOG_PARAMETERS, responses=LOG_RESPONSES)
+    @action(detail=True, methods=["get"], renderer_classes=LOG_RENDERERS)
+    def log(self, request: Request, pk: str) -> HttpResponse:
+        """The job's log, one record a line: `2026-11-23T09:00:00.123Z INFO scrapy.core.engine Spider opened`.
+
+        Readable while the job runs and after it ends. `?tail=N`, `?level=WARNING`, `?attempt=N`.
+        """
+        return job_log_response(job=self.get_object(), params=request.query_params)
+
+
+class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = BatchSerializer
+    lookup_value_regex = "[0-9a-f-]{36}"
+
+    def get_queryset(self):
+        batches = batches_visible(requester=self.request.user)
+        return batch_with_jobs(batches) if self.action == "retrieve" else batches
+
+    def get_serializer_class(self):
+        return BatchDetailSerializer if self.action == "retrieve" else BatchSerializer
+
+    @extend_schema(request=BatchCreateSerializer, responses={201: BatchCreatedSerializer})
+    def create(self, request: Request) -> Response:
+        """Submit a batch. Every job spec is checked first and nothing is created if one is bad (the 400 names it,
+        e.g. `{"jobs": {"3": {"url": [...]}}}`); the jobs then run as one chord and `callback_url` receives one
+        signed `batch.completed` when the last one ends."""
+        spec = BatchCreateSerializer(data=request.data)
+        spec.is_valid(raise_exception=True)
+        batch = batch_create(requester=request.user, **spec.validated_data)
+        return Response(BatchCreatedSerializer(batch).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={202: BatchSerializer})
+    def destroy(self, request: Request, pk: str) -> Response:
+        """Cancel the batch: queued jobs end `cancelled` at once, running crawls stop within seconds, and the batch
+        then completes as `cancelled` (its `batch.completed` carries the totals). 409 if it already ended."""
+        batch = batch_cancel(batch=self.get_object())
+        fresh = batches_visible(requester=request.user).get(pk=batch.pk)
+        return Response(BatchSerializer(fresh).data, status=status.HTTP_202_ACCEPTED)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from project.redis import get_redis
+from project.redis import get_redis, redis_key
 
 FLAG_TTL_SECONDS = 7 * 86400
 
 
 def _key(job_id: object) -> str:
-    return f"trawl:cancel:job:{job_id}"
+    return redis_key("cancel", "job", job_id)
 
 
 def cancel_request(*, job_id: object) -> None:
@@ -20,7 +20,7 @@ def cancel_requested(*, job_id: object) -> bool:
 
 
 def _batch_key(batch_id: object) -> str:
-    return f"trawl:cancel:batch:{batch_id}"
+    return redis_key("cancel", "batch", batch_id)
 
 
 def cancel_request_batch(*, batch_id: object, job_ids: list) -> None:

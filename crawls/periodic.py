@@ -15,6 +15,8 @@ PERIODIC_TASKS = {
     "reap-dead-jobs": ("crawls.tasks.reap_dead_jobs", "TRAWL_REAPER_INTERVAL_SECONDS"),
     # External category names still unmapped, mapped by the classifier when it is sure enough (TRAWL_INGESTION_*).
     "map-categories": ("catalog.tasks.map_categories", "TRAWL_INGESTION_MAPPING_SECONDS"),
+    # Finished jobs older than TRAWL_RETENTION_DAYS, with their logs, sightings and deliveries (items stay).
+    "cleanup-jobs": ("ops.tasks.cleanup_jobs", "TRAWL_RETENTION_INTERVAL_SECONDS"),
 }
 
 

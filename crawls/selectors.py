@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from access.models import Requester
-from crawls.models import Batch, CrawlJob, ItemSighting, JobStatus
+from crawls.models import Batch, CrawlJob, JobStatus
+from items.models import ItemSighting
 
 
 def jobs_visible(*, requester: Requester) -> QuerySet[CrawlJob]:

@@ -1,4 +1,4 @@
-"""Thin Celery tasks: take an id, call one service."""
+"""Thin Celery tasks: take an id, call one service. Published by crawls.publish, by name."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import os
 
 from celery import shared_task
 
-from crawls.services import job_execute
+from crawls.services.batch_runs import batch_finalize, batch_launch, batches_sweep
+from crawls.services.execution import job_execute
+from crawls.services.reaper import jobs_reap
+from sources.services.dispatch import sources_dispatch_due
 
 
+# `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth.
 @shared_task(bind=True, name="crawls.tasks.run_crawl", acks_late=True, reject_on_worker_lost=True)
-def run_crawl(self, job_id: str, attempt: int = 1) -> dict:
+def run_crawl(self, job_id: str, attempt: int = 1, url: str = "") -> dict:
     worker = f"{self.request.hostname or 'local'}/{os.getpid()}"
     return job_execute(job_id=job_id, attempt=attempt, worker=worker)
 
@@ -19,31 +23,24 @@ def run_crawl(self, job_id: str, attempt: int = 1) -> dict:
 @shared_task(name="crawls.tasks.dispatch_due_sources", expires=55)
 def dispatch_due_sources() -> int:
     """Book the due sources and publish their jobs; a second beat's run finds the lease taken and does nothing."""
-    from crawls.services.sources import sources_dispatch_due
-
     return len(sources_dispatch_due())
 
 
 @shared_task(name="crawls.tasks.launch_batch", acks_late=True)
 def launch_batch(batch_id: str) -> str:
-    from crawls.services.batches import batch_launch
-
     return batch_launch(batch_id=batch_id)
 
 
-# The chord body and its error callback; the sweeper calls the same service. Idempotent, so any may run first.
+# The chord body and its error callback; the sweeper and a batch's last job ending ask for the same service.
+# Idempotent, so any may run first.
 @shared_task(name="crawls.tasks.finalize_batch", acks_late=True)
 def finalize_batch(batch_id: str) -> str:
-    from crawls.services.batches import batch_finalize
-
     batch = batch_finalize(batch_id=batch_id)
     return batch.status if batch else "not finalized (already done or jobs still active)"
 
 
 @shared_task(name="crawls.tasks.sweep_batches")
 def sweep_batches() -> dict:
-    from crawls.services.batches import batches_sweep
-
     return batches_sweep()
 
 
@@ -51,6 +48,4 @@ def sweep_batches() -> dict:
 @shared_task(name="crawls.tasks.reap_dead_jobs", expires=60)
 def reap_dead_jobs() -> dict:
     """Requeue or end jobs whose worker died; republish queued jobs whose message was lost."""
-    from crawls.services.reaper import jobs_reap
-
     return jobs_reap()

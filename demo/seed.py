@@ -19,10 +19,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from access.services import token_authenticate, token_issue
-from crawls.models import Source, SourceKind, SourceStrategy
 from demo.generate import catalogue
 from registry.builtins import builtins_ensure
 from registry.models import Scraper, ScraperVersion, Variant
+from sources.models import Source, SourceKind, SourceStrategy
 
 ADMIN_USER = "admin"
 REQUESTER = "demo"
@@ -102,8 +102,8 @@ def demo_sources_ensure(*, base_url: str, demo_shop: Scraper) -> list[Source]:
 
 def demo_throttle_ensure(*, base_url: str) -> None:
     """A politeness rule for the demo host: fast enough that the demo crawls in seconds, still shared by workers."""
-    from crawls.models import DomainThrottle
-    from crawls.services.throttles import throttle_create
+    from throttling.models import DomainThrottle
+    from throttling.services import throttle_create
 
     host = urlsplit(base_url).hostname or "127.0.0.1"
     if not DomainThrottle.objects.filter(domain=host).exists():

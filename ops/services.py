@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
-from django.db import transaction
 from django.utils import timezone
 
 from crawls.models import CrawlJob
@@ -17,18 +16,14 @@ logger = logging.getLogger("trawl.jobs")
 
 
 def job_finished_record(*, job: CrawlJob) -> None:
-    """Log the job's finish line and add it to the counters once its final state is committed.
-
-    Never raises: a Redis hiccup may cost a counter, never a job's outcome.
-    """
-    transaction.on_commit(lambda: _record(job), robust=True)
-
-
-def _record(job: CrawlJob) -> None:
+    """Log the job's finish line and add it to the counters (a follow-up of crawls.services.ending: the final state
+    is committed already). Never raises: a Redis hiccup may cost a counter, never a job's outcome."""
     domain = urlsplit(job.url).hostname or "-"
     version = job.version.version if job.version_id else None
     _log_finish(job, domain=domain, version=version_label(job.scraper.name, version))
-    numbers = job_numbers(status=job.status, error_class=job.error_class, stats=job.stats, duration=job.duration)
+    numbers = job_numbers(
+        status=job.status, error_class=job.error_class, stats=job.stats, duration=job.duration, alerts=job.alerts
+    )
     dimensions = job_dimensions(domain=domain, scraper=job.scraper.name, version=version)
     try:
         at = (job.finished_at or timezone.now()).timestamp()

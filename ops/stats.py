@@ -53,11 +53,19 @@ def job_dimensions(*, domain: str, scraper: str, version: str | None) -> list[tu
 
 
 def job_numbers(
-    *, status: str, error_class: str = "", stats: Mapping[str, Any] | None, duration: float | None = None
+    *,
+    status: str,
+    error_class: str = "",
+    stats: Mapping[str, Any] | None,
+    duration: float | None = None,
+    alerts: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, float]:
     """The counters one finished job adds, from its final status and stats. Pure: no Redis, no database."""
     stats = stats or {}
     numbers: dict[str, float] = {f"jobs:{status}": 1}
+    for alert in alerts:  # by monitor kind: `min_coverage.price` counts as min_coverage (few label values)
+        kind = f"alert:{str(alert.get('monitor', '')).split('.', 1)[0]}"
+        numbers[kind] = numbers.get(kind, 0) + 1
     if error_class:
         numbers[f"error:{error_class}"] = 1
     for counter, key in JOB_SUMS:

@@ -11,3 +11,12 @@ def sample_ops() -> dict:
     from ops.services import ops_sample
 
     return ops_sample()
+
+
+# Beat sends one every TRAWL_RETENTION_INTERVAL_SECONDS; a late one is dropped, the next does the same work.
+@shared_task(name="ops.tasks.cleanup_jobs", expires=600, ignore_result=True)
+def cleanup_jobs() -> dict:
+    """Delete finished jobs older than TRAWL_RETENTION_DAYS, with their logs, sightings and deliveries."""
+    from ops.retention import jobs_cleanup
+
+    return jobs_cleanup()

@@ -71,3 +71,15 @@ HSTS_SECONDS = _int("TRAWL_HSTS_SECONDS", 31_536_000)
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
 TRUST_X_FORWARDED_PROTO = _bool("TRAWL_TRUST_X_FORWARDED_PROTO", False)
 CSRF_TRUSTED_ORIGINS = _list("CSRF_TRUSTED_ORIGINS", "")
+
+# Packaged scraper versions (docs/packages.md): where uploaded wheels are stored (every worker must reach it), where
+# each machine builds their environments, and where pip finds their dependencies.
+PACKAGE_DIR = os.environ.get("TRAWL_PACKAGE_DIR", str(BASE_DIR / "var" / "packages"))
+PACKAGE_CACHE_DIR = os.environ.get("TRAWL_PACKAGE_CACHE_DIR", str(BASE_DIR / "var" / "package-envs"))
+PACKAGE_FIND_LINKS = _list("TRAWL_PACKAGE_FIND_LINKS", "")
+PACKAGE_NO_INDEX = _bool("TRAWL_PACKAGE_NO_INDEX", False)
+PACKAGE_CHILD_IDLE_SECONDS = _float("TRAWL_PACKAGE_CHILD_IDLE_SECONDS", 120)
+# Operations (docs/operations.md): stalled crawls, retention, alert webhooks.
+STALL_SECONDS = _float("TRAWL_STALL_SECONDS", 600)
+RETENTION_DAYS = _int("TRAWL_RETENTION_DAYS", 30)
+ALERT_WEBHOOK_URL = os.environ.get("TRAWL_ALERT_WEBHOOK_URL", "")

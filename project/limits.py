@@ -16,6 +16,9 @@ class BodySizeLimitMiddleware:
 
     def __call__(self, request):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is not None and request.content_type == "multipart/form-data":
+            # Uploaded files stream to disk; a scraper package may take up to its own limit beside the form fields.
+            limit += settings.TRAWL_PACKAGE_MAX_BYTES
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:

@@ -30,6 +30,7 @@ logger = logging.getLogger("trawl.metrics")
 COUNTERS = (
     ("jobs:", "jobs_finished", "Jobs that ended, by final status.", "status"),
     ("error:", "job_errors", "Jobs that failed or were cancelled, by error class.", "error_class"),
+    ("alert:", "job_alerts", "Monitor breaches found when jobs ended, by monitor (TRAWL_MONITORS).", "monitor"),
     ("status:", "responses", "HTTP responses by status code (robots.txt excluded).", "code"),
     ("items_", "items", "Items seen, by change: new, changed, unchanged.", "change"),
     ("pages", "pages", "Pages fetched.", None),

@@ -19,3 +19,8 @@ def get_redis() -> redis.Redis:
         retry_on_timeout=True,
         decode_responses=True,
     )
+
+
+def redis_key(*parts: object) -> str:
+    """The name of one of Trawl's Redis keys: every key Trawl writes is built here, so all share one namespace."""
+    return ":".join(("trawl", *(str(part) for part in parts)))

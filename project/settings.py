@@ -31,6 +31,9 @@ INSTALLED_APPS = [
     "access",
     "registry",
     "crawls",
+    "sources",
+    "throttling",
+    "items",
     "callbacks",
     "ops",
     "catalog",
@@ -103,6 +106,8 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    # Uploaded scraper packages (wheels), one file per SHA-256; see TRAWL_PACKAGE_STORAGE.
+    "packages": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": env.PACKAGE_DIR}},
 }
 # Request bodies bigger than this are refused before any view parses them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
@@ -155,7 +160,8 @@ TRAWL_SCRAPY_SETTINGS = {
     "TELNETCONSOLE_ENABLED": False,
     "REMOTE_CONTROL_ENABLED": False,
     "ROBOTSTXT_OBEY": True,
-    "LOG_LEVEL": "WARNING",
+    # What a job's own log keeps (GET /api/jobs/{id}/log/); a scraper or version may set another level.
+    "LOG_LEVEL": "INFO",
     "CONCURRENT_REQUESTS": 16,
     "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
     "DOWNLOAD_TIMEOUT": 30,
@@ -169,14 +175,19 @@ TRAWL_SCRAPY_SETTINGS = {
 TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {
     # Records the longest Retry-After a site sent, so the source's next run honours it (docs/scheduling.md).
     "crawls.scraping.retry_after.RetryAfterStats": 0,
+    # Stops a crawl that got no response and no item for TRAWL_STALL_SECONDS (error class `stalled`).
+    "crawls.scraping.watchdogs.StallWatchdog": 0,
+    # Stops a crawl whose error rate passed its TRAWL_MONITORS max_error_rate; counts field coverage for monitors.
+    "crawls.scraping.watchdogs.ErrorRateWatchdog": 0,
+    "crawls.scraping.watchdogs.FieldCoverage": 0,
 }
 TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     # Before Scrapy's UserAgentMiddleware (500), which only fills in a User-Agent when none is set.
-    "crawls.scraping.middlewares.UserAgentRotationMiddleware": 490,
+    "throttling.middlewares.UserAgentRotationMiddleware": 490,
     # Before HttpProxyMiddleware (750), which applies the chosen proxy; sets the egress label the throttle keys on.
-    "crawls.scraping.proxies.ProxyRotationMiddleware": 740,
+    "throttling.proxies.ProxyRotationMiddleware": 740,
     # Last before DownloaderStats (850): the token is taken as close to the request leaving as middlewares allow.
-    "crawls.scraping.middlewares.ThrottleMiddleware": 800,
+    "throttling.middlewares.ThrottleMiddleware": 800,
 }
 
 # --- Throttling (see docs/throttling.md) ------------------------------------------------------------
@@ -285,3 +296,38 @@ TRAWL_INGESTION_CLASSIFIER = "catalog.classifiers.LexicalClassifier"  # or catal
 # None: the classifier's own threshold (lexical 0.75, embedding 0.5).
 TRAWL_INGESTION_CATEGORY_THRESHOLD: float | None = None
 TRAWL_INGESTION_MAPPING_SECONDS = 300  # how often beat's `map-categories` runs (when the periodic task is created)
+
+# --- Packaged scraper versions: uploaded wheels, one environment per package (see docs/packages.md) ---------
+# The STORAGES alias wheels are kept in. Any Django storage works (a shared directory, an S3 bucket) as long as every
+# crawl worker can read it: each machine copies a wheel from there the first time it runs one of its versions.
+TRAWL_PACKAGE_STORAGE = "packages"
+TRAWL_PACKAGE_MAX_BYTES = 20 * 1024 * 1024  # a spider project's wheel is kilobytes; its dependencies are not uploaded
+# Per machine: one virtualenv per package hash, built once (under a file lock) and shared by every worker process.
+TRAWL_PACKAGE_CACHE_DIR = env.PACKAGE_CACHE_DIR
+# Local wheel directories pip searches for a package's Requires-Dist, and whether it may also ask the index (pip's
+# own configuration, e.g. PIP_INDEX_URL, applies). Offline machines list their wheelhouse and set NO_INDEX.
+TRAWL_PACKAGE_FIND_LINKS: list[str] = env.PACKAGE_FIND_LINKS
+TRAWL_PACKAGE_NO_INDEX = env.PACKAGE_NO_INDEX
+TRAWL_PACKAGE_BUILD_TIMEOUT = 600  # seconds pip may take to install a package and its dependencies
+# A packaged crawl runs in a child process of its environment; the child serves the next job of that package in the
+# same worker process too (no second start-up), and exits after this long without one.
+TRAWL_PACKAGE_CHILD_IDLE_SECONDS = env.PACKAGE_CHILD_IDLE_SECONDS
+TRAWL_PACKAGE_CHILDREN_KEPT = 2  # warm children per worker process (other packages' are stopped, oldest first)
+# --- Operations: job logs, monitors, stalls, retention (see docs/operations.md) ------------------------
+# A crawl with no response and no item for this long is stopped and fails `stalled` (a version may set its own).
+TRAWL_STALL_SECONDS = env.STALL_SECONDS
+# Finished jobs (with logs, sightings, deliveries) older than this are deleted by beat; items stay.
+TRAWL_RETENTION_DAYS = env.RETENTION_DAYS
+TRAWL_RETENTION_CHUNK = 500  # jobs deleted per transaction, so a big purge never holds long locks
+TRAWL_RETENTION_INTERVAL_SECONDS = 3600  # how often beat's `cleanup-jobs` runs
+# Every job.alert is also sent here (signed with the webhook secret of TRAWL_ALERT_WEBHOOK_REQUESTER, if it names one).
+TRAWL_ALERT_WEBHOOK_URL = env.ALERT_WEBHOOK_URL
+TRAWL_ALERT_WEBHOOK_REQUESTER = ""
+# max_error_rate stops a running crawl only after this many requests: two early 500s are no trend.
+TRAWL_MONITOR_MIN_REQUESTS = 20
+TRAWL_MONITOR_HISTORY_RUNS = 5  # max_items_drop compares with the median of the source's last N successful runs
+# Per job attempt (and shard): the first half and the last half of this many records are kept, with a marker between.
+TRAWL_JOB_LOG_MAX_LINES = 10_000
+TRAWL_JOB_LOG_LINE_CHARS = 4000  # longer records (huge tracebacks, HTML in messages) are cut
+TRAWL_JOB_LOG_TTL_SECONDS = 7 * 86400  # records left in Redis by a worker that died mid-attempt
+TRAWL_JOB_LOG_FLUSH_SECONDS = 0.5  # how often a worker writes new records to Redis (what readers see while it runs)

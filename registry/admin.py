@@ -12,6 +12,7 @@ from registry.forms import VersionForm, VersionInlineFormSet
 from registry.models import Scraper, ScraperVersion
 from registry.selectors import by_semver
 from registry.services import version_deprecate, version_promote, versions_save
+from registry.services.packages import version_upload
 
 
 def state_badge(version: ScraperVersion):
@@ -99,6 +100,7 @@ class ScraperVersionAdmin(admin.ModelAdmin):
         "is_default",
         "min_priority",
         "status",
+        "package_status",
         "created_at",
     )
     list_filter = ("variant", "is_default", ("rolled_back_at", admin.EmptyFieldListFilter), "scraper")
@@ -110,6 +112,9 @@ class ScraperVersionAdmin(admin.ModelAdmin):
         "rollout_started_at",
         "rolled_back_at",
         "rollback_reason",
+        "package",
+        "package_status",
+        "package_log",
     )
     actions = ["deprecate", "promote_to_stable", "set_traffic"]
 
@@ -130,8 +135,20 @@ class ScraperVersionAdmin(admin.ModelAdmin):
     def status(self, version: ScraperVersion):
         return state_badge(version)
 
+    def get_exclude(self, request, obj=None):
+        # The code of an existing version never changes: upload a new version instead.
+        return ("package_file",) if obj else ()
+
     def save_model(self, request, obj, form, change):
-        versions_save(scraper=obj.scraper, versions=[obj])
+        upload = form.cleaned_data.get("package_file")
+        if change or not upload:
+            versions_save(scraper=obj.scraper, versions=[obj])
+            return
+        fields = ("version", "spider", "variant", "is_default", "traffic_pct", "min_priority", "settings")
+        created = version_upload(
+            scraper=obj.scraper, package=upload, filename=upload.name, **{name: getattr(obj, name) for name in fields}
+        )
+        obj.pk, obj.package, obj.package_status = created.pk, created.package, created.package_status
 
     @admin.action(description="Deprecate selected versions (never route again)", permissions=["change"])
     def deprecate(self, request, queryset):

@@ -20,8 +20,10 @@ from registry.serializers import (
     ScraperSerializer,
     VersionCreateSerializer,
     VersionSerializer,
+    VersionUploadSerializer,
 )
 from registry.services import scraper_create, traffic_set, version_create, version_deprecate, version_promote
+from registry.services.packages import version_upload
 
 SCRAPER_NAME = r"[-a-zA-Z0-9_]+"
 SCRAPER_PARAM = OpenApiParameter("scraper_name", OpenApiTypes.STR, OpenApiParameter.PATH, description="Scraper name.")
@@ -96,14 +98,28 @@ class VersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         page = self.paginate_queryset(versions)
         return self.get_paginated_response(VersionSerializer(page, many=True).data)
 
-    @extend_schema(request=VersionCreateSerializer, responses={201: VersionSerializer})
+    @extend_schema(
+        request={"application/json": VersionCreateSerializer, "multipart/form-data": VersionUploadSerializer},
+        responses={201: VersionSerializer},
+    )
     def create(self, request: Request, scraper_name: str) -> Response:
         """Register a version. Refused (400, naming the field) if the version is not semver or already exists, the
-        spider does not import to a scrapy.Spider, or active traffic would exceed 100%."""
+        spider does not import to a scrapy.Spider, or active traffic would exceed 100%.
+
+        As multipart/form-data with a `package` file (a wheel), the spider is a dotted path inside the package: the
+        version is created with `package_status` `building` and routes once a worker has built its environment
+        (`ready`); a build that fails leaves it `failed` with the reason in `package_log`."""
         scraper = self.get_scraper()
-        spec = VersionCreateSerializer(data=request.data)
-        spec.is_valid(raise_exception=True)
-        version = version_create(scraper=scraper, **spec.validated_data)
+        if request.content_type.startswith("multipart/form-data"):
+            spec = VersionUploadSerializer(data=request.data)
+            spec.is_valid(raise_exception=True)
+            fields = dict(spec.validated_data)
+            upload = fields.pop("package")
+            version = version_upload(scraper=scraper, package=upload, filename=upload.name, **fields)
+        else:
+            spec = VersionCreateSerializer(data=request.data)
+            spec.is_valid(raise_exception=True)
+            version = version_create(scraper=scraper, **spec.validated_data)
         return Response(VersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=VersionSerializer)

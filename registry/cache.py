@@ -22,11 +22,11 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
-from project.redis import get_redis
+from project.redis import get_redis, redis_key
 
 logger = logging.getLogger("trawl.registry")
 
-GENERATION_KEY = "trawl:registry:generation"
+GENERATION_KEY = redis_key("registry", "generation")
 
 
 def generation_read() -> str | None:

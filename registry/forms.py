@@ -5,15 +5,28 @@ from __future__ import annotations
 import copy
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.forms.models import BaseInlineFormSet
 
-from registry.models import Scraper, ScraperVersion
+from registry.errors import RegistryError
+from registry.models import PackageStatus, Scraper, ScraperVersion
+from registry.packages.wheels import spider_problem, wheel_inspect, wheel_read
 from registry.services import allocation_problem, versions_problems
 
 
 class VersionForm(forms.ModelForm):
-    """A single version's change page: the allocation, default and precedence rules, judged like the API does."""
+    """A single version's change page: the allocation, default and precedence rules, judged like the API does.
+
+    On the add page a wheel may be uploaded as the version's code (`package_file`): it is checked here like the API
+    checks it, and the admin saves through the same service (`version_upload`)."""
+
+    package_file = forms.FileField(
+        required=False,
+        label="Package",
+        help_text="A wheel (.whl) holding the spider, with its dependencies declared. Empty: the spider is installed "
+        "in the workers.",
+    )
 
     class Meta:
         model = ScraperVersion
@@ -30,16 +43,37 @@ class VersionForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        self._check_package(cleaned)
         scraper = cleaned.get("scraper") or getattr(self.instance, "scraper", None)
         if self.errors or scraper is None:
             return cleaned
         candidate = copy.copy(self.instance)
         for name, value in cleaned.items():
-            setattr(candidate, name, value)
+            if name != "package_file":
+                setattr(candidate, name, value)
         for field, messages in versions_problems(scraper=scraper, versions=[candidate], fields=list(cleaned)).items():
             for message in messages:
                 self.add_error(field if field in self.fields else NON_FIELD_ERRORS, message)
         return cleaned
+
+    def _check_package(self, cleaned: dict) -> None:
+        upload = cleaned.get("package_file")
+        if not upload or self.instance.pk:
+            return
+        # Before the model's own checks run: a packaged spider is imported in its environment, not in this process.
+        self.instance.package_status = PackageStatus.BUILDING
+        try:
+            info = wheel_inspect(
+                data=wheel_read(file=upload, max_bytes=settings.TRAWL_PACKAGE_MAX_BYTES), filename=upload.name
+            )
+        except RegistryError as exc:
+            self.add_error("package_file", " ".join(exc.errors["package"]))
+            return
+        finally:
+            upload.seek(0)
+        problem = spider_problem(info=info, spider=cleaned.get("spider") or "")
+        if problem and "spider" in cleaned:
+            self.add_error("spider", problem)
 
 
 class VersionInlineFormSet(BaseInlineFormSet):

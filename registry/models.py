@@ -42,11 +42,39 @@ def validate_spider_path(value: str) -> None:
         raise ValidationError(exc.message) from exc
 
 
+class PackageStatus(models.TextChoices):
+    NONE = "", "Installed in the workers"
+    BUILDING = "building", "Building"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class Package(models.Model):
+    """An uploaded wheel, stored once by content (SHA-256) in the `TRAWL_PACKAGE_STORAGE` storage."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    path = models.CharField(max_length=255, help_text="Name in the package storage: <sha256>/<wheel filename>.")
+    filename = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, help_text="Distribution name from the wheel's METADATA.")
+    dist_version = models.CharField(max_length=64)
+    requires = models.JSONField(default=list, blank=True, help_text="The wheel's Requires-Dist.")
+    size = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.filename} ({self.sha256[:12]})"
+
+
 class ScraperVersion(models.Model):
     scraper = models.ForeignKey(Scraper, on_delete=models.CASCADE, related_name="versions")
     version = models.CharField(max_length=64, validators=[validate_semver])
     variant = models.CharField(max_length=10, choices=Variant.choices, default=Variant.STABLE)
-    spider = models.CharField(max_length=255, validators=[validate_spider_path], help_text="Dotted path.")
+    # Importable in the workers for in-process versions (checked in clean_fields); inside its environment for a
+    # packaged one (checked by the build).
+    spider = models.CharField(max_length=255, help_text="Dotted path.")
     is_default = models.BooleanField(default=False)
     traffic_pct = models.PositiveSmallIntegerField(default=0, validators=[MinValueValidator(0), MaxValueValidator(100)])
     min_priority = models.PositiveSmallIntegerField(
@@ -60,6 +88,11 @@ class ScraperVersion(models.Model):
     )
     rolled_back_at = models.DateTimeField(null=True, blank=True, help_text="Set when automatic rollback cut traffic.")
     rollback_reason = models.TextField(blank=True)
+    package = models.ForeignKey(
+        Package, null=True, blank=True, on_delete=models.PROTECT, related_name="versions", help_text="Uploaded wheel."
+    )
+    package_status = models.CharField(max_length=10, choices=PackageStatus.choices, default="", blank=True)
+    package_log = models.TextField(blank=True, help_text="The package build's output, and why it failed.")
 
     class Meta:
         ordering = ["scraper__name", "-created_at"]
@@ -67,6 +100,25 @@ class ScraperVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scraper.name} {self.version} ({self.variant})"
+
+    def clean_fields(self, exclude=None) -> None:
+        errors = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        if "spider" not in (exclude or ()) and "spider" not in errors and not self.package_status:
+            try:
+                validate_spider_path(self.spider)
+            except ValidationError as exc:
+                errors["spider"] = exc.messages
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def routable(self) -> bool:
+        """In-process versions always; packaged ones once their package is built."""
+        return self.package_id is None or self.package_status == PackageStatus.READY
 
     @property
     def is_active(self) -> bool:

@@ -30,7 +30,7 @@ def versions_active(*, scraper: Scraper) -> list[ScraperVersion]:
 
     def load() -> list[ScraperVersion]:
         rows = ScraperVersion.objects.filter(scraper_id=scraper.pk, deprecated_at__isnull=True).select_related(
-            "scraper"
+            "scraper", "package"
         )
         return by_semver(rows)
 
@@ -55,7 +55,7 @@ def stable_reference(*, scraper: Scraper) -> ScraperVersion | None:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class VersionOutcome:
     """What a version's jobs did: `jobs` counts succeeded, failed and dead ones; cancelled ones are apart."""
 
     jobs: int = 0
@@ -84,7 +84,7 @@ class Outcome:
 
 def version_outcomes(
     *, versions: list[ScraperVersion], since: datetime | None = None, until: datetime | None = None
-) -> dict[int, Outcome]:
+) -> dict[int, VersionOutcome]:
     """Outcome per version id of the jobs that ended in [since, until). One query; every version gets an entry."""
     jobs = CrawlJob.objects.filter(version__in=[v.pk for v in versions], status__in=[*JUDGED, JobStatus.CANCELLED])
     if since is not None:
@@ -108,7 +108,7 @@ def version_outcomes(
         if started_at and finished_at:
             counts["d"].append((finished_at - started_at).total_seconds())
     return {
-        version_id: Outcome(
+        version_id: VersionOutcome(
             jobs=c["n"],
             succeeded=c["ok"],
             cancelled=c["cancelled"],
@@ -120,16 +120,18 @@ def version_outcomes(
     }
 
 
-def failure_counts(*, version: ScraperVersion, since: datetime | None = None, last: int | None = None) -> Outcome:
+def failure_counts(
+    *, version: ScraperVersion, since: datetime | None = None, last: int | None = None
+) -> VersionOutcome:
     """Jobs and successes only (cheap enough to run after every job): since a time, or the `last` N ended jobs."""
     jobs = CrawlJob.objects.filter(version=version, status__in=JUDGED)
     if since is not None:
         jobs = jobs.filter(finished_at__gte=since)
     if last is not None:
         statuses = list(jobs.order_by("-finished_at").values_list("status", flat=True)[:last])
-        return Outcome(jobs=len(statuses), succeeded=statuses.count(JobStatus.SUCCEEDED))
+        return VersionOutcome(jobs=len(statuses), succeeded=statuses.count(JobStatus.SUCCEEDED))
     counts = jobs.aggregate(jobs=Count("id"), succeeded=Count("id", filter=Q(status=JobStatus.SUCCEEDED)))
-    return Outcome(jobs=counts["jobs"], succeeded=counts["succeeded"])
+    return VersionOutcome(jobs=counts["jobs"], succeeded=counts["succeeded"])
 
 
 # Windows the comparison offers; a number of seconds is accepted too.

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from crawls.serializers import StrictSerializer
-from registry.models import Scraper, ScraperVersion, Variant
+from ops.monitors import monitors_valid
+from project.serializers import StrictSerializer
+from registry.models import Package, Scraper, ScraperVersion, Variant
 from registry.selectors import versions_of
 
 
 class ScraperCreateSerializer(StrictSerializer):
     name = serializers.SlugField(max_length=100, help_text="Site key or job type, e.g. demo_shop.")
     description = serializers.CharField(allow_blank=True, required=False, default="")
-    settings = serializers.DictField(required=False, default=dict, help_text="Scrapy settings for every version.")
+    settings = serializers.DictField(
+        required=False, default=dict, help_text="Scrapy settings for every version.", validators=[monitors_valid]
+    )
 
 
 class VersionCreateSerializer(StrictSerializer):
@@ -23,12 +26,36 @@ class VersionCreateSerializer(StrictSerializer):
     traffic_pct = serializers.IntegerField(min_value=0, max_value=100, default=0, help_text="Share of unpinned jobs.")
     min_priority = serializers.IntegerField(min_value=1, max_value=100, default=1)
     settings = serializers.DictField(
-        required=False, default=dict, help_text="Scrapy settings overriding the scraper's."
+        required=False, default=dict, help_text="Scrapy settings overriding the scraper's.", validators=[monitors_valid]
     )
+
+
+class VersionUploadSerializer(VersionCreateSerializer):
+    """multipart/form-data: the same fields, `settings` as a JSON string, and the code as a wheel."""
+
+    package = serializers.FileField(
+        help_text="A Python wheel (.whl) holding the spider; its Requires-Dist are installed."
+    )
+    settings = serializers.JSONField(
+        binary=True, required=False, default=dict, help_text="Scrapy settings overriding the scraper's, as JSON."
+    )
+    spider = serializers.CharField(max_length=255, help_text="Dotted path to the Spider class inside the package.")
+
+    def validate_settings(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Must be a JSON object.")
+        return value
+
+
+class PackageSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Package
+        fields = ["sha256", "filename", "name", "dist_version", "requires", "size", "created_at"]
 
 
 class VersionSerializer(serializers.ModelSerializer):
     scraper = serializers.CharField(source="scraper.name")
+    package = PackageSerializer(read_only=True, allow_null=True, help_text="The uploaded wheel; null: in-process.")
 
     class Meta:
         model = ScraperVersion
@@ -47,6 +74,9 @@ class VersionSerializer(serializers.ModelSerializer):
             "rollout_started_at",
             "rolled_back_at",
             "rollback_reason",
+            "package",
+            "package_status",
+            "package_log",
         ]
 
 

@@ -24,7 +24,7 @@ def redis_server(tmp_path_factory):
 @pytest.fixture
 def throttle_keys_clean():
     """Throttle rules and buckets left in Redis by one test must not slow or block the next."""
-    from tests.crawls.test_throttle import flush_throttle_keys
+    from tests.throttling.test_buckets import flush_throttle_keys
 
     flush_throttle_keys()
     yield
@@ -96,3 +96,32 @@ def job_waiter(crawl_worker):
             raise AssertionError(f"{exc}\n--- worker log ---\n{crawl_worker.log_tail()}") from None
 
     return wait
+
+
+class SentTasks(list):
+    """Work Trawl published, as (task name, args, kwargs, options), recorded instead of sent to the broker.
+
+    `inline[name] = fn` runs that task's service right away instead (e.g. batch finalization), as a worker would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inline: dict = {}
+
+    def record(self, work, **options) -> None:
+        from celery import chord
+
+        for sig in [*work.tasks, work.body] if isinstance(work, chord) else [work]:
+            self.append((sig.task, tuple(sig.args), dict(sig.kwargs), {**sig.options, **options}))
+            if sig.task in self.inline:
+                self.inline[sig.task](*sig.args)
+
+    def args_of(self, name: str) -> list[tuple]:
+        return [args for task, args, _kwargs, _options in self if task == name]
+
+
+@pytest.fixture
+def sent_tasks(monkeypatch) -> SentTasks:
+    """Everything crawls.publish would send, recorded (crawls.publish.send is the one point that reaches Celery)."""
+    sent = SentTasks()
+    monkeypatch.setattr("crawls.publish.send", sent.record)
+    return sent

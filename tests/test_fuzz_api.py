@@ -10,7 +10,8 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from crawls.models import Batch, CrawlJob, Item, ItemSighting
+from crawls.models import Batch, CrawlJob
+from items.models import Item, ItemSighting
 from registry.models import Scraper
 
 pytestmark = pytest.mark.django_db

@@ -2,7 +2,7 @@ import django.core.validators
 import django.db.models.deletion
 from django.db import migrations, models
 
-import crawls.models
+import sources.models
 
 
 def ensure_builtin_scrapers(apps, schema_editor):
@@ -47,7 +47,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="source",
             name="timezone",
-            field=models.CharField(default="UTC", max_length=64, validators=[crawls.models.validate_timezone]),
+            field=models.CharField(default="UTC", max_length=64, validators=[sources.models.validate_timezone]),
         ),
         migrations.AlterField(
             model_name="source",

@@ -6,13 +6,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from crawls.states import ErrorClass
+
 STATUS_PREFIX = "downloader/response_status_count/"
 EXCEPTION_PREFIX = "downloader/exception_type_count/"
 BLOCKING_STATUSES = {403, 429}
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CrawlVerdict:
     error_class: str  # "" when the job succeeded
     message: str = ""
 
@@ -60,47 +62,51 @@ def classify(
     crawl_error: str = "",
     first_spider_error: str = "",
     max_spider_errors: int = 0,
-) -> Verdict:
+) -> CrawlVerdict:
     """Decide whether a crawl failed, and why. Ordered from the most to the least specific cause."""
     if stopped_because == "cancelled":
-        return Verdict("cancelled", "cancelled on request")
+        return CrawlVerdict(ErrorClass.CANCELLED, "cancelled on request")
     if stopped_because == "lost":
-        return Verdict("worker_lost", "this worker no longer owns the job")
+        return CrawlVerdict(ErrorClass.WORKER_LOST, "this worker no longer owns the job")
     if stopped_because == "timeout":
-        return Verdict("timeout", f"stopped after the job timeout ({stats.get('pages', 0)} pages fetched)")
+        return CrawlVerdict(
+            ErrorClass.TIMEOUT, f"stopped after the job timeout ({stats.get('pages', 0)} pages fetched)"
+        )
     if crawl_error:
-        return Verdict("spider_error", crawl_error)
+        return CrawlVerdict(ErrorClass.SPIDER_ERROR, crawl_error)
     if stats.get("spider_exceptions", 0) > max_spider_errors:
         count = stats["spider_exceptions"]
-        return Verdict("spider_error", f"spider raised {count} time(s); first: {first_spider_error}")
+        return CrawlVerdict(ErrorClass.SPIDER_ERROR, f"spider raised {count} time(s); first: {first_spider_error}")
     codes = Counter({int(code): n for code, n in stats.get("status_codes", {}).items()})
     if any(code < 400 for code in codes):
-        return Verdict("")
+        return CrawlVerdict("")
     return _no_good_page(codes, stats)
 
 
-def _no_good_page(codes: Counter, stats: dict[str, Any]) -> Verdict:
+def _no_good_page(codes: Counter, stats: dict[str, Any]) -> CrawlVerdict:
     """Every request failed: name the failure that explains the crawl best."""
     errors = stats.get("download_errors", {})
     if errors:
         if any("DomainBlocked" in name for name in errors):
-            return Verdict("blocked", "the domain is blocked in Trawl's throttle rules")
+            return CrawlVerdict(ErrorClass.BLOCKED, "the domain is blocked in Trawl's throttle rules")
         # Twisted's DNSLookupError; Scrapy >= 2.13 reports it as CannotResolveHostError.
         if any(dns_name in name for name in errors for dns_name in ("DNSLookupError", "CannotResolveHostError")):
-            return Verdict("dns", f"DNS lookup failed: {_summary(errors)}")
-        return Verdict("connection", f"no connection: {_summary(errors)}")
+            return CrawlVerdict(ErrorClass.DNS, f"DNS lookup failed: {_summary(errors)}")
+        return CrawlVerdict(ErrorClass.CONNECTION, f"no connection: {_summary(errors)}")
     if codes:
         blocking = sum(n for code, n in codes.items() if code in BLOCKING_STATUSES)
         if blocking:
-            return Verdict("blocked", f"the site refused us: {_summary(codes)}")
+            return CrawlVerdict(ErrorClass.BLOCKED, f"the site refused us: {_summary(codes)}")
         if any(code >= 500 for code in codes):
-            return Verdict("http_5xx", f"server errors: {_summary(codes)}")
-        return Verdict("http_4xx", f"client errors: {_summary(codes)}")
+            return CrawlVerdict(ErrorClass.HTTP_5XX, f"server errors: {_summary(codes)}")
+        return CrawlVerdict(ErrorClass.HTTP_4XX, f"client errors: {_summary(codes)}")
     if stats.get("robots_forbidden"):
-        return Verdict("blocked", "robots.txt forbids every URL of this crawl")
+        return CrawlVerdict(ErrorClass.BLOCKED, "robots.txt forbids every URL of this crawl")
     if not stats.get("requests"):
-        return Verdict("spider_error", "the spider made no requests (does it read `url` or `start_urls`?)")
-    return Verdict("")
+        return CrawlVerdict(
+            ErrorClass.SPIDER_ERROR, "the spider made no requests (does it read `url` or `start_urls`?)"
+        )
+    return CrawlVerdict("")
 
 
 def _summary(counts: dict) -> str:

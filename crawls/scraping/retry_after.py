@@ -8,7 +8,7 @@ from typing import Any
 from scrapy import signals
 from scrapy.http import Request, Response
 
-from crawls.scraping.throttle import retry_after_seconds
+from throttling.buckets import retry_after_seconds
 
 RETRY_AFTER_STAT = "scheduling/retry_after"
 RETRY_AFTER_STATUSES = frozenset({429, 503})

@@ -28,6 +28,7 @@ class CrawlSession:
     final_stats: dict[str, Any] | None = None
     finish_reason: str = ""
     first_spider_error: str = ""
+    reported_stats: dict[str, Any] = field(default_factory=dict)  # sent by a crawl in a child process (packaged.py)
 
     def on_item(self, item: Any, response: Any, spider: Spider) -> None:
         self.items.put(ItemAdapter(item).asdict())
@@ -85,7 +86,7 @@ def _snapshot(crawler: Crawler) -> dict[str, Any]:
 def live_stats(session: CrawlSession) -> dict[str, Any]:
     """Stats of a running crawl, copied inside the reactor thread so no dict changes under us."""
     if session.crawler is None:
-        return {}
+        return dict(session.reported_stats)
     try:
         return _snapshot(session.crawler)
     except crochet.TimeoutError:

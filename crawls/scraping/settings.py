@@ -17,7 +17,7 @@ COMPONENT_SETTINGS = {
 }
 
 
-def crawl_settings(*, job: CrawlJob, version: ScraperVersion) -> dict[str, Any]:
+def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, Any]:
     merged: dict[str, Any] = dict(settings.TRAWL_SCRAPY_SETTINGS)
     merged.update(version.scraper.settings or {})
     merged.update(version.settings or {})
@@ -27,9 +27,12 @@ def crawl_settings(*, job: CrawlJob, version: ScraperVersion) -> dict[str, Any]:
     for name, trawl_name in COMPONENT_SETTINGS.items():
         merged[name] = {**getattr(settings, trawl_name), **(merged.get(name) or {})}
     merged.update(ENFORCED)
+    # Names a FEEDS URI template may use (crawls/scraping/feeds.py); a version's own FEED_URI_PARAMS wins.
+    merged["TRAWL_FEED_PARAMS"] = {
+        "job_id": str(job.pk),
+        "attempt": job.attempt,
+        "scraper": version.scraper.name,
+        "version": version.version,
+    }
+    merged.setdefault("FEED_URI_PARAMS", "crawls.scraping.feeds.feed_uri_params")
     return merged
-
-
-def trawl_setting(scrapy_settings: dict[str, Any], name: str, default: Any) -> Any:
-    """Trawl's own knobs (TRAWL_JOB_TIMEOUT, TRAWL_MAX_SPIDER_ERRORS) may be set per scraper or version."""
-    return scrapy_settings.get(name, default)

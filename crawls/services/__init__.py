@@ -1,5 +1,6 @@
-from crawls.services.execution import job_execute
-from crawls.services.items import items_upsert
-from crawls.services.jobs import job_cancel, job_claim, job_create, job_finish, job_publish
+"""Writes of the crawls app. Only services a web process needs are re-exported here: the crawl executor
+(crawls.services.execution, which loads crochet and Scrapy) is imported by the worker's tasks alone."""
 
-__all__ = ("items_upsert", "job_cancel", "job_claim", "job_create", "job_execute", "job_finish", "job_publish")
+from crawls.services.jobs import job_cancel, job_claim, job_create
+
+__all__ = ("job_cancel", "job_claim", "job_create")

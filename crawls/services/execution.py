@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -13,18 +14,25 @@ from django.conf import settings
 from django.utils import timezone
 
 from crawls.cancel import cancel_requested
-from crawls.ingestion import Ingestion
-from crawls.models import CrawlJob, JobStatus
+from crawls.models import CrawlJob, ErrorClass, JobStatus
+from crawls.scraping.children import PackageUnavailable
 from crawls.scraping.discovery import is_discovered
 from crawls.scraping.outcome import classify, job_stats
+from crawls.scraping.packaged import package_run
 from crawls.scraping.runner import CrawlSession, live_stats, run_spider
-from crawls.scraping.settings import crawl_settings, trawl_setting
-from crawls.services.discovery import source_crawl_extras
-from crawls.services.items import item_fingerprint, items_upsert
-from crawls.services.jobs import job_claim, job_finish
+from crawls.scraping.settings import scrapy_settings_for
+from crawls.services.ending import job_end
+from crawls.services.jobs import job_claim
+from crawls.timeouts import job_timeout
+from items.ingestion import Ingestion
+from items.services import item_fingerprint, items_upsert
+from ops.alerts import job_alert_notify
+from ops.logcapture import job_log_capture, job_log_level
+from ops.monitoring import job_monitors, job_outcome_monitored
 from project.errors import TrawlError
 from registry.services import version_route
 from registry.spiders import spider_load
+from sources.services.children import source_crawl_extras
 
 logger = logging.getLogger("trawl.jobs")
 FLUSH_BUDGET_SECONDS = 0.5  # per tick, so heartbeats and cancel checks still happen on time
@@ -105,18 +113,27 @@ def job_execute(*, job_id: str, attempt: int, worker: str) -> dict[str, Any]:
         current = CrawlJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
         logger.info("job %s attempt %s not claimed (status %s)", job_id, attempt, current)
         return {"job_id": str(job_id), "status": current or "missing", "claimed": False}
+    with job_log_capture(job_id=job.pk, attempt=job.attempt):
+        return _job_run(job=job, attempt=attempt, worker=worker)
+
+
+def _job_run(*, job: CrawlJob, attempt: int, worker: str) -> dict[str, Any]:
+    """Everything after the claim, while the attempt's log is captured."""
     if cancel_requested(job_id=job.id):
-        return _result(job_finish(job=job, error_class="cancelled", message="cancelled before it started") or job)
+        return _result(job_end(job=job, error_class=ErrorClass.CANCELLED, message="cancelled before it started") or job)
     try:
         version = version_route(
             scraper=job.scraper, version=job.requested_version, variant=job.requested_variant, priority=job.priority
         )
-        spider_cls = spider_load(version.spider)
+        # A packaged version's spider is imported inside its own environment, never in this process.
+        spider_cls = None if version.package_id else spider_load(version.spider)
     except TrawlError as exc:
-        return _result(job_finish(job=job, error_class="routing", message=exc.message) or job)
+        return _result(job_end(job=job, error_class=ErrorClass.ROUTING, message=exc.message) or job)
     CrawlJob.objects.filter(pk=job.pk).update(version=version)
     job.version = version
-    scrapy_settings = crawl_settings(job=job, version=version)
+    scrapy_settings = scrapy_settings_for(job=job, version=version)
+    scrapy_settings["TRAWL_MONITORS"] = job_monitors(job=job, version=version)
+    job_log_level(level=scrapy_settings.get("LOG_LEVEL") or "INFO")
     domain = urlsplit(job.url).hostname
     logger.info(
         "job start id=%s version=%s/%s variant=%s domain=%s priority=%s attempt=%s worker=%s",
@@ -130,13 +147,16 @@ def job_execute(*, job_id: str, attempt: int, worker: str) -> dict[str, Any]:
         worker,
     )
     tracker = JobTracker(job)
-    crawl, session = run_spider(
-        spider_cls=spider_cls,
-        settings=scrapy_settings,
-        spider_kwargs=_spider_kwargs(job),
-        timeout=float(trawl_setting(scrapy_settings, "TRAWL_JOB_TIMEOUT", settings.TRAWL_JOB_TIMEOUT)),
-        on_tick=tracker,
-    )
+    run = partial(run_spider, spider_cls=spider_cls) if spider_cls else partial(package_run, version=version)
+    try:
+        crawl, session = run(
+            settings=scrapy_settings,
+            spider_kwargs=_spider_kwargs(job),
+            timeout=job_timeout(job, version),
+            on_tick=tracker,
+        )
+    except PackageUnavailable as exc:
+        return _result(job_end(job=job, error_class=ErrorClass.PACKAGE, message=exc.message) or job)
     tracker.flush(session)
     stats = {**job_stats(crawl.stats), **tracker.item_counts()}
     stats.update(source_crawl_extras(job=job, discovered=list(tracker.discovered.values()), scrapy_stats=crawl.stats))
@@ -145,11 +165,16 @@ def job_execute(*, job_id: str, attempt: int, worker: str) -> dict[str, Any]:
         stopped_because=crawl.stopped_because,
         crawl_error=crawl.crawl_error,
         first_spider_error=crawl.first_spider_error,
-        max_spider_errors=int(trawl_setting(scrapy_settings, "TRAWL_MAX_SPIDER_ERRORS", 0)),
+        max_spider_errors=int(scrapy_settings.get("TRAWL_MAX_SPIDER_ERRORS", 0)),
     )
-    # job_finish logs the `job finish ...` line (ops.services), for every way a job ends.
-    finished = job_finish(job=job, error_class=verdict.error_class, message=verdict.message, stats=stats) or job
-    return _result(finished)
+    verdict = job_outcome_monitored(
+        job=job, verdict=verdict, stats=stats, scrapy_stats=crawl.stats, monitors=scrapy_settings["TRAWL_MONITORS"]
+    )
+    # job_end logs the `job finish ...` line (ops.services), for every way a job ends.
+    finished = job_end(job=job, error_class=verdict.error_class, message=verdict.message, stats=stats)
+    if finished is not None:
+        job_alert_notify(job=finished)
+    return _result(finished or job)
 
 
 def _spider_kwargs(job: CrawlJob) -> dict[str, Any]:

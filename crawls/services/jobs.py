@@ -1,4 +1,4 @@
-"""Creating, publishing, claiming, cancelling and finishing crawl jobs."""
+"""Creating, claiming and cancelling crawl jobs. Ending them is crawls.services.ending's."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from django.utils import timezone
 
 from access.models import Requester
 from crawls.cancel import cancel_request
-from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus, Source
-from crawls.scheduling import broker_priority
-from crawls.services.throttles import throttle_check_url
+from crawls.models import ACTIVE_STATUSES, CrawlJob, ErrorClass, JobStatus
+from crawls.publish import publish_crawl
+from crawls.services.ending import job_end
 from project.errors import TrawlError
 from project.net import target_check
 from registry.models import Scraper, ScraperVersion, Variant
-from registry.services import version_rollback_check
+from sources.models import Source
+from throttling.services import throttle_check_url
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -106,15 +107,8 @@ def job_create(
         options=options or {},
         source=source,
     )
-    transaction.on_commit(lambda: job_publish(job=job))
+    transaction.on_commit(lambda: publish_crawl(job=job))
     return job
-
-
-def job_publish(*, job: CrawlJob) -> None:
-    """Send the job to the crawl queue at its priority. Safe to repeat: the worker's claim dedupes."""
-    from crawls.tasks import run_crawl
-
-    run_crawl.apply_async(args=[str(job.id), job.attempt], priority=broker_priority(job.priority))
 
 
 def job_claim(*, job_id: str, attempt: int, worker: str) -> CrawlJob | None:
@@ -134,61 +128,10 @@ def job_cancel(*, job: CrawlJob) -> CrawlJob:
         raise TrawlError(f"job already ended as {job.status}", status_code=409)
     cancel_request(job_id=job.id)
     if job.status == JobStatus.QUEUED:
-        job.status, job.error_class, job.error_message = JobStatus.CANCELLED, "cancelled", "cancelled before it started"
-        job.finished_at = timezone.now()
-        job.save(update_fields=["status", "error_class", "error_message", "finished_at"])
-        job_notify(job=job)
-        job_counted(job=job)
+        job = job_end(
+            job=job,
+            error_class=ErrorClass.CANCELLED,
+            message="cancelled before it started",
+            expected_status=JobStatus.QUEUED,
+        ) or CrawlJob.objects.get(pk=job.pk)
     return job
-
-
-def job_finish(
-    *, job: CrawlJob, error_class: str, message: str = "", stats: dict[str, Any] | None = None
-) -> CrawlJob | None:
-    """Record the outcome, if this worker still owns the job (status running, same attempt)."""
-    if error_class == "cancelled":
-        status = JobStatus.CANCELLED
-    else:
-        status = JobStatus.FAILED if error_class else JobStatus.SUCCEEDED
-    now = timezone.now()
-    fields = {"status": status, "error_class": error_class, "error_message": message[:4000], "finished_at": now}
-    if stats is not None:
-        fields["stats"] = stats
-    owned = CrawlJob.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempt=job.attempt).update(**fields)
-    if not owned:
-        logger.warning("job %s attempt %s finished but no longer owned; outcome dropped", job.pk, job.attempt)
-        return None
-    job.refresh_from_db()
-    job_ended(job=job)
-    return job
-
-
-def job_ended(*, job: CrawlJob) -> None:
-    """What follows a final state set by a worker or the reaper: source schedule, rollback check, webhook, counters."""
-    if job.source_id:
-        _source_feedback(job)
-    version_rollback_check(version_id=job.version_id)
-    job_notify(job=job)
-    job_counted(job=job)
-
-
-def job_notify(*, job: CrawlJob) -> None:
-    """Queue `job.completed` / `job.failed` for a job with a callback URL, once its final state is committed."""
-    if job.callback_url:
-        from callbacks.services import job_event_emit
-
-        # robust: a webhook that cannot be queued must never fail the job itself.
-        transaction.on_commit(lambda: job_event_emit(job=job), robust=True)
-
-
-def job_counted(*, job: CrawlJob) -> None:
-    """Log the job's finish line and add it to the ops counters (/api/stats/, /metrics) once committed."""
-    from ops.services import job_finished_record
-
-    job_finished_record(job=job)
-
-
-def _source_feedback(job: CrawlJob) -> None:
-    from crawls.services.sources import source_job_feedback  # sources imports this module
-
-    source_job_feedback(job=job)

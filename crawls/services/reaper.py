@@ -21,11 +21,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from crawls.models import BatchStatus, CrawlJob, ErrorClass, JobStatus
-from crawls.scheduling import broker_priority
-from project.redis import get_redis
+from crawls.publish import publish_crawl
+from crawls.services.ending import jobs_end
+from project.redis import get_redis, redis_key
 
 logger = logging.getLogger("trawl.reaper")
-REPUBLISHED_KEY = "trawl:reaper:republished:{job_id}"
 
 
 def jobs_reap(*, now=None) -> dict[str, int]:
@@ -56,25 +56,16 @@ def _requeue(still_stale, *, job_id, attempt: int) -> int:
         return 0
     job = CrawlJob.objects.get(pk=job_id)
     logger.warning("job %s attempt %s lost its worker; requeued as attempt %s", job_id, attempt, job.attempt)
-    job_republish(job=job)
+    publish_crawl(job=job)
     return 1
 
 
 def _bury(still_stale, *, job_id, attempt: int, now) -> int:
-    from crawls.services.batches import finalize_publish
-    from crawls.services.jobs import job_ended
-
     stale_for = settings.TRAWL_REAPER_STALE_SECONDS
     message = f"worker lost on the last attempt ({attempt}): no heartbeat for over {stale_for:.0f}s"
-    if not still_stale.update(
-        status=JobStatus.DEAD, error_class=ErrorClass.WORKER_LOST, error_message=message, finished_at=now
-    ):
+    if not jobs_end(jobs=still_stale, error_class=ErrorClass.WORKER_LOST, message=message):
         return 0
-    job = CrawlJob.objects.select_related("scraper", "source", "version").get(pk=job_id)
     logger.warning("job %s lost its worker on its last attempt (%s); ended dead", job_id, attempt)
-    job_ended(job=job)
-    if job.batch_id:
-        finalize_publish(batch_id=job.batch_id)
     return 1
 
 
@@ -87,23 +78,11 @@ def _republish_unclaimed(*, now) -> int:
         .order_by("queued_at")
     )
     redis, republished = get_redis(), 0
-    for job in waiting.only("id", "attempt", "priority", "batch_id")[: settings.TRAWL_REAPER_MAX_PER_PASS]:
+    for job in waiting.select_related("scraper", "version")[: settings.TRAWL_REAPER_MAX_PER_PASS]:
         # At most once per grace period per job, so a long backlog is not flooded with copies.
-        if redis.set(REPUBLISHED_KEY.format(job_id=job.pk), "1", nx=True, ex=max(1, int(grace))):
-            job_republish(job=job)
+        if redis.set(redis_key("reaper", "republished", job.pk), "1", nx=True, ex=max(1, int(grace))):
+            publish_crawl(job=job)
             republished += 1
     if republished:
         logger.warning("republished %s queued job(s) not claimed within %ss", republished, grace)
     return republished
-
-
-def job_republish(*, job: CrawlJob) -> None:
-    """Publish `run_crawl` for the job's current attempt. A batch job also finalizes its batch when it ends (the
-    chord counted the lost attempt already), so the batch completes without waiting for the sweeper."""
-    from crawls.tasks import finalize_batch, run_crawl
-
-    options = {"priority": broker_priority(job.priority)}
-    if job.batch_id:
-        finalize = finalize_batch.si(str(job.batch_id))
-        options.update(link=finalize, link_error=finalize)
-    run_crawl.apply_async(args=[str(job.pk), job.attempt], **options)

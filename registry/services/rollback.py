@@ -1,6 +1,6 @@
 """Automatic rollback: a canary or beta that fails far more often than stable loses its traffic.
 
-Checked after every job of a version with traffic (`crawls.services.jobs.job_finish`). The version is judged on the
+Checked after every job of a version with traffic (`crawls.services.ending.job_end`). The version is judged on the
 jobs that ended since its current rollout began (`rollout_started_at`), once there are at least
 TRAWL_ROLLBACK_MIN_JOBS of them; stable on its jobs over the same span (or, if it ran none, its last
 max(TRAWL_ROLLBACK_MIN_JOBS, candidate jobs)). Both knobs may be overridden per scraper in its settings.
@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from registry.cache import registry_changed
 from registry.models import ScraperVersion, Variant
-from registry.selectors import Outcome, failure_counts, stable_reference
+from registry.selectors import VersionOutcome, failure_counts, stable_reference
 
 logger = logging.getLogger("trawl.registry")
 
@@ -39,10 +39,10 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    candidate: Outcome
+class RollbackVerdict:
+    candidate: VersionOutcome
     stable: ScraperVersion | None
-    baseline: Outcome
+    baseline: VersionOutcome
     policy: Policy
 
     @property
@@ -70,19 +70,19 @@ class Verdict:
         )
 
 
-def version_judge(*, version: ScraperVersion) -> Verdict:
+def version_judge(*, version: ScraperVersion) -> RollbackVerdict:
     """How a version's current rollout compares with stable. Read-only."""
     policy = Policy.for_scraper(version.scraper.settings or {})
     since = version.rollout_started_at or version.created_at
     stable = stable_reference(scraper=version.scraper)
     candidate = failure_counts(version=version, since=since)
-    baseline = Outcome()
+    baseline = VersionOutcome()
     if stable is not None and stable.pk != version.pk:
         baseline = failure_counts(version=stable, since=since)
         if not baseline.jobs:
             # Stable ran nothing meanwhile (all traffic on the candidate?): its recent record, as many jobs as either.
             baseline = failure_counts(version=stable, last=max(policy.min_jobs, candidate.jobs))
-    return Verdict(candidate=candidate, stable=stable, baseline=baseline, policy=policy)
+    return RollbackVerdict(candidate=candidate, stable=stable, baseline=baseline, policy=policy)
 
 
 def version_rollback_check(*, version_id: int | None) -> ScraperVersion | None:
@@ -102,7 +102,7 @@ def version_rollback_check(*, version_id: int | None) -> ScraperVersion | None:
 
 
 @transaction.atomic
-def version_rollback(*, version: ScraperVersion, verdict: Verdict) -> ScraperVersion | None:
+def version_rollback(*, version: ScraperVersion, verdict: RollbackVerdict) -> ScraperVersion | None:
     """Cut the version's traffic to 0 and record why. None if it had no traffic left (another worker was first)."""
     now = timezone.now()
     before = version.traffic_pct
@@ -120,7 +120,7 @@ def version_rollback(*, version: ScraperVersion, verdict: Verdict) -> ScraperVer
     return version
 
 
-def rolled_back_notify(*, version: ScraperVersion, verdict: Verdict, traffic_before: int) -> None:
+def rolled_back_notify(*, version: ScraperVersion, verdict: RollbackVerdict, traffic_before: int) -> None:
     """POST `scraper.rolled_back` to TRAWL_ROLLBACK_WEBHOOK_URL, signed with the secret of the requester named by
     TRAWL_ROLLBACK_WEBHOOK_REQUESTER, through the callbacks app (retries, delivery log)."""
     url = settings.TRAWL_ROLLBACK_WEBHOOK_URL
@@ -144,7 +144,7 @@ def rolled_back_notify(*, version: ScraperVersion, verdict: Verdict, traffic_bef
     )
 
 
-def rolled_back_data(*, version: ScraperVersion, verdict: Verdict, traffic_before: int) -> dict[str, Any]:
+def rolled_back_data(*, version: ScraperVersion, verdict: RollbackVerdict, traffic_before: int) -> dict[str, Any]:
     return {
         "scraper": version.scraper.name,
         "version": version.version,

@@ -6,7 +6,7 @@ import copy
 import random
 
 from project.errors import TrawlError
-from registry.models import Scraper, ScraperVersion
+from registry.models import PackageStatus, Scraper, ScraperVersion
 from registry.selectors import versions_active
 
 
@@ -33,12 +33,19 @@ def route_pick(
     priority: int = 50,
     rng: random.Random | None = None,
 ) -> ScraperVersion:
-    """The routing rule itself, over active versions sorted newest first. Pure: no I/O."""
+    """The routing rule itself, over active versions sorted newest first. Pure: no I/O.
+
+    A packaged version routes only once its package is ready (built, spider importable); until then it is as if
+    it were not there, and a pin to it is refused saying why.
+    """
     if version:
         for candidate in active:
+            if candidate.version == version and not candidate.routable:
+                raise TrawlError(_unroutable(scraper, candidate), field="version")
             if candidate.version == version:
                 return candidate
         raise TrawlError(f"scraper {scraper!r} has no active version {version!r}", field="version")
+    active = [candidate for candidate in active if candidate.routable]
     if variant:
         for candidate in active:
             if candidate.variant == variant:
@@ -62,3 +69,10 @@ def route_pick(
         f"traffic for priority {priority}",
         field="scraper",
     )
+
+
+def _unroutable(scraper: str, version: ScraperVersion) -> str:
+    if version.package_status == PackageStatus.FAILED:
+        reason = (version.package_log or "no reason recorded").splitlines()[0]
+        return f"the package of {scraper!r} {version.version} failed to build: {reason}"
+    return f"the package of {scraper!r} {version.version} is still {version.package_status or 'not built'}"

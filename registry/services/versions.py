@@ -110,6 +110,11 @@ def version_deprecate(*, version: ScraperVersion) -> ScraperVersion:
         )
     version.deprecated_at, version.traffic_pct, version.is_default = timezone.now(), 0, False
     versions_save(scraper=version.scraper, versions=[version], fields=["deprecated_at", "traffic_pct", "is_default"])
+    if version.package_id:
+        # Imported here: the packages module builds on versions_save. Its machines may now drop the environment.
+        from registry.services.packages import packages_prune_everywhere
+
+        transaction.on_commit(packages_prune_everywhere, robust=True)
     return version
 
 

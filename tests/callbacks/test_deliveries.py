@@ -8,21 +8,19 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from callbacks import services
 from callbacks.models import Delivery, DeliveryStatus
 from callbacks.services import backoff_seconds, deliveries_sweep, delivery_attempt, delivery_redeliver, event_emit
 from callbacks.signing import signature_verify
+from crawls.publish import DELIVER
 from tests.callbacks.harness import Receiver
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def published(monkeypatch):
+def published(sent_tasks):
     """Publishing a delivery task is recorded instead of sent: these tests make the attempts themselves."""
-    sent = []
-    monkeypatch.setattr(services, "delivery_publish", lambda *, delivery_id, countdown=None: sent.append(delivery_id))
-    return sent
+    return sent_tasks
 
 
 @pytest.fixture
@@ -155,5 +153,5 @@ def test_sweeper_republishes_only_deliveries_overdue_past_the_grace(requester, p
     Delivery.objects.filter(pk=done.pk).update(next_attempt_at=now - timedelta(minutes=5), status="delivered")
 
     assert deliveries_sweep() == 1
-    assert published == [lost.pk]
+    assert published.args_of(DELIVER) == [(str(lost.pk),)]
     assert Delivery.objects.get(pk=done.pk).status == DeliveryStatus.DELIVERED

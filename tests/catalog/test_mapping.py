@@ -11,9 +11,10 @@ from django.urls import reverse
 from catalog.classifiers import LexicalClassifier
 from catalog.models import Category, CategoryMap, MapStatus
 from catalog.services import category_map_confirm, category_maps_auto
-from crawls.models import CrawlJob, Item
+from crawls.models import CrawlJob
 from crawls.periodic import PERIODIC_TASKS
-from crawls.services import items_upsert
+from items.models import Item
+from items.services import items_upsert
 from registry.models import Scraper
 
 pytestmark = pytest.mark.django_db
@@ -132,7 +133,7 @@ def test_admin_pages_show_mappings_and_item_price_history(categories, admin_clie
     item = Item.objects.get()
 
     mappings = admin_client.get(reverse("admin:catalog_categorymap_changelist"))
-    item_page = admin_client.get(reverse("admin:crawls_item_change", args=[item.pk]))
+    item_page = admin_client.get(reverse("admin:items_item_change", args=[item.pk]))
 
     assert mappings.status_code == item_page.status_code == 200
     assert MUGS in mappings.content.decode()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from crawls.models import CrawlJob, Item, ItemSighting
+from crawls.models import CrawlJob
+from items.models import Item, ItemSighting
 from registry.models import Scraper, ScraperVersion
 from tests.clients import client_for
 

@@ -11,26 +11,17 @@ from django.utils import timezone
 
 from callbacks.models import Delivery
 from crawls.models import Batch, CrawlJob
-from crawls.services import batches
-from crawls.services.batches import (
-    batch_cancel,
-    batch_create,
-    batch_finalize,
-    batch_jobs_end_lost,
-    batch_launch,
-    batches_sweep,
-)
+from crawls.publish import FINALIZE_BATCH, LAUNCH_BATCH
+from crawls.services.batch_runs import batch_finalize, batch_jobs_end_lost, batch_launch, batches_sweep
+from crawls.services.batches import batch_cancel, batch_create
 
 SHOP = "http://shop.test"
 
 
 @pytest.fixture
-def no_publish(monkeypatch):
-    """Launcher and finalize tasks are recorded instead of sent to the broker."""
-    sent = {"launch": [], "finalize": []}
-    monkeypatch.setattr(batches, "batch_launch_publish", lambda *, batch: sent["launch"].append(batch.pk))
-    monkeypatch.setattr(batches, "finalize_publish", lambda *, batch_id: sent["finalize"].append(batch_id))
-    return sent
+def no_publish(sent_tasks):
+    """Launcher, finalize and delivery tasks are recorded instead of sent to the broker."""
+    return sent_tasks
 
 
 def make_batch(requester, count=3, **kwargs):
@@ -69,7 +60,6 @@ def test_finalize_waits_for_every_job_then_ends_the_batch_once(requester, builti
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_finalizers_emit_exactly_one_batch_completed(requester, builtins, no_publish, monkeypatch):
     # The chord body, its error callback and the sweeper may all run at once: one wins, whatever the timing.
-    monkeypatch.setattr("callbacks.services.delivery_publish", lambda **kwargs: None)
     batch = make_batch(requester, count=2)
     end_jobs(batch, "succeeded", "succeeded")
     results, start = [], threading.Barrier(8)
@@ -103,14 +93,13 @@ def test_a_cancelled_batch_finalizes_as_cancelled_with_its_totals(requester, bui
     assert finalized.status == "cancelled"
     assert finalized.totals == {"succeeded": 1, "failed": 0, "cancelled": 2, "dead": 0}
     assert set(batch.jobs.filter(status="cancelled").values_list("error_class", flat=True)) == {"cancelled"}
-    assert no_publish["finalize"] == []  # queued on commit; this test's transaction never commits
+    assert no_publish.args_of(FINALIZE_BATCH) == []  # queued on commit; this test's transaction never commits
 
 
 @pytest.mark.django_db
 def test_cancelled_queued_jobs_with_a_callback_get_job_failed(
     requester, builtins, no_publish, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr("callbacks.services.delivery_publish", lambda **kwargs: None)
     batch = batch_create(
         requester=requester, jobs=[{"url": f"{SHOP}/a", "callback_url": "http://hooks.test/j"}, {"url": f"{SHOP}/b"}]
     )
@@ -165,7 +154,7 @@ def test_sweeper_finalizes_batches_whose_callback_never_came_and_relaunches_lost
 
     assert swept == {"lost_jobs": 0, "relaunched": 1, "finalized": 1}
     assert Batch.objects.get(pk=orphan.pk).status == "completed"
-    assert no_publish["launch"][-1] == unlaunched.pk
+    assert no_publish.args_of(LAUNCH_BATCH)[-1] == (str(unlaunched.pk),)
     assert Batch.objects.get(pk=busy.pk).finished_at is None
     assert batches_sweep()["finalized"] == 0
     assert Delivery.objects.filter(batch=orphan).count() == 1

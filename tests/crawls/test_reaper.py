@@ -9,8 +9,11 @@ from django.utils import timezone
 
 from callbacks.models import Delivery
 from crawls.models import Batch, CrawlJob
-from crawls.services import batches, reaper
-from crawls.services.jobs import job_claim, job_finish
+from crawls.publish import FINALIZE_BATCH, RUN_CRAWL
+from crawls.services import reaper
+from crawls.services.batch_runs import batch_finalize
+from crawls.services.ending import job_end
+from crawls.services.jobs import job_claim
 from crawls.tasks import reap_dead_jobs
 from registry.models import Scraper
 
@@ -18,12 +21,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def published(monkeypatch):
+def published(sent_tasks):
     """`run_crawl` publications recorded as (job id, attempt); batch finalizes run inline instead of on a worker."""
-    sent: list[tuple[str, int]] = []
-    monkeypatch.setattr(reaper, "job_republish", lambda *, job: sent.append((str(job.pk), job.attempt)))
-    monkeypatch.setattr(batches, "finalize_publish", lambda *, batch_id: batches.batch_finalize(batch_id=batch_id))
-    return sent
+    sent_tasks.inline[FINALIZE_BATCH] = lambda batch_id: batch_finalize(batch_id=batch_id)
+
+    return sent_tasks
 
 
 @pytest.fixture
@@ -56,7 +58,7 @@ def test_a_running_job_with_a_stale_heartbeat_is_requeued_as_the_next_attempt(bu
 
     job.refresh_from_db()
     assert (job.status, job.attempt, job.worker, job.finished_at) == ("queued", 2, "", None)
-    assert published == [(str(job.pk), 2)]
+    assert published.args_of(RUN_CRAWL) == [(str(job.pk), 2)]
 
 
 def test_a_job_that_heartbeats_keeps_running(builtins, published, fast):
@@ -66,7 +68,7 @@ def test_a_job_that_heartbeats_keeps_running(builtins, published, fast):
 
     job.refresh_from_db()
     assert (job.status, job.attempt) == ("running", 1)
-    assert published == []
+    assert published.args_of(RUN_CRAWL) == []
 
 
 def test_after_a_requeue_the_old_attempt_can_neither_claim_nor_finish_and_the_new_one_runs(builtins, published, fast):
@@ -76,7 +78,7 @@ def test_after_a_requeue_the_old_attempt_can_neither_claim_nor_finish_and_the_ne
 
     # The lost worker's message redelivered, and the lost worker itself coming back to report: both ignored.
     assert job_claim(job_id=str(job.pk), attempt=1, worker="w1") is None
-    assert job_finish(job=old_owner, error_class="") is None
+    assert job_end(job=old_owner, error_class="") is None
     claimed = job_claim(job_id=str(job.pk), attempt=2, worker="w2")
 
     assert claimed is not None and (claimed.status, claimed.attempt, claimed.worker) == ("running", 2, "w2")
@@ -85,9 +87,6 @@ def test_after_a_requeue_the_old_attempt_can_neither_claim_nor_finish_and_the_ne
 def test_the_last_attempt_lost_ends_dead_worker_lost_with_its_webhook(
     builtins, published, fast, django_capture_on_commit_callbacks, monkeypatch
 ):
-    from callbacks import services as callback_services
-
-    monkeypatch.setattr(callback_services, "delivery_publish", lambda **kwargs: None)
     job = make_job(attempt=3, max_attempts=3, beat_ago=30, callback_url="http://hooks.test/j")
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -96,16 +95,19 @@ def test_the_last_attempt_lost_ends_dead_worker_lost_with_its_webhook(
     job.refresh_from_db()
     assert (job.status, job.error_class, job.attempt) == ("dead", "worker_lost", 3)
     assert job.finished_at is not None and "no heartbeat" in job.error_message
-    assert published == []
+    assert published.args_of(RUN_CRAWL) == []
     assert Delivery.objects.filter(job=job, event="job.failed").count() == 1
 
 
-def test_a_batch_whose_last_job_is_buried_completes(builtins, published, fast, requester):
+def test_a_batch_whose_last_job_is_buried_completes(
+    builtins, published, fast, requester, django_capture_on_commit_callbacks
+):
     batch = Batch.objects.create(requester=requester, status="running", total=2)
     make_job(status="succeeded", batch=batch)
     lost = make_job(attempt=2, max_attempts=2, beat_ago=60, batch=batch)
 
-    reaper.jobs_reap()
+    with django_capture_on_commit_callbacks(execute=True):
+        reaper.jobs_reap()
 
     batch.refresh_from_db()
     lost.refresh_from_db()
@@ -122,7 +124,7 @@ def test_queued_jobs_never_claimed_are_republished_once_per_grace_with_the_same_
     assert reaper.jobs_reap()["republished"] == 1
     assert reaper.jobs_reap()["republished"] == 0
 
-    assert published == [(str(lost.pk), 2)]
+    assert published.args_of(RUN_CRAWL) == [(str(lost.pk), 2)]
     lost.refresh_from_db()
     assert (lost.status, lost.attempt) == ("queued", 2)
 

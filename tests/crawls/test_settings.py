@@ -6,7 +6,7 @@ import pytest
 from django.test import override_settings
 
 from crawls.models import CrawlJob
-from crawls.scraping.settings import crawl_settings, trawl_setting
+from crawls.scraping.settings import scrapy_settings_for
 from registry.models import Scraper, ScraperVersion
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +18,7 @@ def layered(*, scraper=None, version=None, options=None, name="shop"):
     owner = Scraper.objects.create(name=name, settings=scraper or {})
     used = ScraperVersion.objects.create(scraper=owner, version="1.0.0", spider=SPIDER, settings=version or {})
     job = CrawlJob.objects.create(url="http://shop.test/", scraper=owner, options=options or {})
-    return crawl_settings(job=job, version=used)
+    return scrapy_settings_for(job=job, version=used)
 
 
 def test_defaults_apply_when_nothing_overrides_them():
@@ -82,10 +82,3 @@ def test_one_crawls_settings_do_not_leak_into_the_next():
 
     assert merged["CONCURRENT_REQUESTS"] == 16
     assert "custom.Ext" not in merged["EXTENSIONS"]
-
-
-def test_trawl_knobs_can_be_set_per_version():
-    merged = layered(version={"TRAWL_JOB_TIMEOUT": 5})
-
-    assert trawl_setting(merged, "TRAWL_JOB_TIMEOUT", 600) == 5
-    assert trawl_setting(merged, "TRAWL_MAX_SPIDER_ERRORS", 0) == 0

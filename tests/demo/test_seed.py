@@ -14,10 +14,10 @@ from rest_framework.test import APIClient
 
 from access.models import ApiToken, Requester
 from access.services import token_authenticate
-from crawls.models import Source
-from crawls.services.sources import sources_dispatch_due
 from registry.models import Scraper, ScraperVersion
 from registry.services import version_route
+from sources.models import Source
+from sources.services.sources import sources_dispatch_due
 
 BASE = "http://127.0.0.1:8001"
 MODELS = (Scraper, ScraperVersion, Source, Requester, ApiToken, get_user_model())
@@ -120,7 +120,7 @@ def test_admin_password_from_the_environment_wins_and_is_not_stored(seed, monkey
 
 
 def test_seed_adds_a_throttle_rule_for_the_demo_host_once(seed):
-    from crawls.models import DomainThrottle
+    from throttling.models import DomainThrottle
 
     seed()
     seed()

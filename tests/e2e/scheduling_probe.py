@@ -30,7 +30,7 @@ def main() -> None:
     from django.conf import settings
 
     from crawls.services import job_create
-    from crawls.services.sources import sources_dispatch_due
+    from sources.services.sources import sources_dispatch_due
 
     if args.command == "dispatch":
         if args.chunk:

@@ -10,8 +10,9 @@ import pytest
 from callbacks.models import Delivery
 from callbacks.signing import signature_verify
 from crawls.models import Batch, CrawlJob
+from crawls.publish import publish_batch_chord
 from crawls.services import batches
-from crawls.tasks import finalize_batch, run_crawl, sweep_batches
+from crawls.tasks import finalize_batch, sweep_batches
 from registry.models import Scraper, ScraperVersion
 from tests.callbacks.harness import FAST_ENV, Beat, Receiver, exclusive, hostname, kill_hard, pause, sweepers_every
 from tests.workers import Worker
@@ -231,11 +232,12 @@ def test_a_header_task_that_raises_finalizes_through_the_chords_error_callback(
 ):
     # The batch's jobs have ended, but one header task dies of an infrastructure fault (here: a job id that is not
     # a UUID makes the claim query raise). The chord body never runs; its error callback must finalize instead.
-    monkeypatch.setattr(batches, "batch_launch_publish", lambda **kwargs: None)
+    monkeypatch.setattr(batches, "publish_batch_launch", lambda **kwargs: None)
     batch = batches.batch_create(requester=requester, callback_url=receiver.url, jobs=[{"url": "http://shop.test/"}])
     CrawlJob.objects.filter(batch=batch).update(status="succeeded")
+    broken = CrawlJob(id="not-a-uuid", url="http://shop.test/", scraper=batch.jobs.get().scraper)
 
-    result = batches.batch_chord(batch_id=batch.pk, header=[run_crawl.si("not-a-uuid", 1)]).apply_async()
+    result = publish_batch_chord(batch=batch, jobs=[broken])
     payload = wait_batch_completed(receiver, cluster, timeout=30)
 
     assert result.parent.failed(), "the header task should have failed"

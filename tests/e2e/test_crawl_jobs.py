@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from crawls.models import CrawlJob, Item
+from crawls.models import CrawlJob
+from items.models import Item
 from registry.models import Scraper, ScraperVersion
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

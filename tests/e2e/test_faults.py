@@ -16,7 +16,8 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from crawls.models import CrawlJob, Item
+from crawls.models import CrawlJob
+from items.models import Item
 from project.redis_server import redis_start_if_absent
 from tests.callbacks.harness import FAST_ENV, Beat, Receiver, exclusive
 from tests.workers import Worker
@@ -231,7 +232,6 @@ def test_redis_restarted_empty_mid_batch_every_job_still_ends_and_the_batch_comp
     workers and beat reconnect by themselves; the reaper republishes queued jobs and requeues running ones whose
     heartbeat stopped; the batch sweeper finalizes the batch from the database."""
     from crawls.services import batches
-    from crawls.tasks import launch_batch
     from project.celery import app
 
     # The batch backstop far away, as in production: the reaper is the one to requeue crawls the outage broke.
@@ -242,11 +242,11 @@ def test_redis_restarted_empty_mid_batch_every_job_still_ends_and_the_batch_comp
     every_second, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.SECONDS)
     PeriodicTask.objects.filter(name="sweep-batches").update(interval=every_second)
 
-    def publish_to_private_redis(*, batch):
+    def publish_to_private_redis(work, **options):
         with app.connection_for_write(private_redis.url) as connection:
-            launch_batch.apply_async(args=[str(batch.pk)], connection=connection)
+            return work.apply_async(connection=connection, **options)
 
-    monkeypatch.setattr(batches, "batch_launch_publish", publish_to_private_redis)
+    monkeypatch.setattr("crawls.publish.send", publish_to_private_redis)
     ops = PrivateWorker(queues="control,callbacks", concurrency=1, broker_url=private_redis.url, log_dir=tmp_path)
     crawlers = PrivateWorker(queues="crawls", concurrency=2, broker_url=private_redis.url, log_dir=tmp_path)
     beat = Beat(log_dir=tmp_path, env=env)

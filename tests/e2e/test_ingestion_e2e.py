@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawls.models import Item, ItemPriceChange
+from items.models import Item, ItemPriceChange
 from registry.models import Scraper, ScraperVersion
 from tests.sites import LocalSite, write_catalogue
 

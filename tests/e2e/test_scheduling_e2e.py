@@ -22,16 +22,19 @@ import redis
 from django.utils import timezone
 
 import celeryconfig
-from crawls.models import CrawlJob, DomainThrottle, Item, JobStatus, Source
-from crawls.services.sources import source_crawl_now, source_create, sources_dispatch_due
+from crawls.models import CrawlJob, JobStatus
 from demo.generate import generate_site
 from demo.seed import PRODUCT_FIELDS, demo_scraper_ensure
 from demo.serve import DemoServer
+from items.models import Item
 from project.celery import app
 from project.redis_server import redis_start_if_absent
 from registry.models import Scraper
+from sources.models import Source
+from sources.services.sources import source_crawl_now, source_create, sources_dispatch_due
 from tests import workers
 from tests.workers import BASE_DIR, Worker
+from throttling.models import DomainThrottle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -218,6 +221,11 @@ def demo_shop(tmp_path):
 def run_due(job_waiter) -> list[CrawlJob]:
     jobs = [job_waiter(job.pk) for job in sources_dispatch_due()]
     assert all(job.status == JobStatus.SUCCEEDED for job in jobs), [(job.url, job.error_message) for job in jobs]
+    # A source learns from its job just after the job's end is committed (a follow-up of job_end): wait for it.
+    deadline = time.monotonic() + 30
+    while Source.objects.filter(last_stats__job__in=[str(job.pk) for job in jobs]).count() < len(jobs):
+        assert time.monotonic() < deadline, "sources never got their jobs' feedback"
+        time.sleep(0.1)
     return jobs
 
 

@@ -8,12 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from crawls.models import DomainThrottle
-from crawls.services.throttles import throttle_create, throttle_delete
+from tests.callbacks.harness import exclusive
 from tests.clients import client_for
 from tests.conftest import wait_for_job
-from tests.crawls.test_throttle import flush_throttle_keys, most_in_any_window
+from tests.throttling.test_buckets import flush_throttle_keys, most_in_any_window
 from tests.workers import Worker
+from throttling.models import DomainThrottle
+from throttling.services import throttle_create, throttle_delete
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -86,7 +87,8 @@ def two_workers(django_db_setup, django_db_blocker, redis_server, tmp_path_facto
     try:
         for worker in workers:
             worker.start()
-        yield workers
+        with exclusive(*workers):
+            yield workers
     finally:
         for worker in workers:
             worker.stop()

@@ -14,7 +14,7 @@ from access.services import token_issue
 from callbacks.models import Delivery
 from callbacks.signing import signature_verify
 from crawls.models import CrawlJob, JobStatus
-from crawls.services.jobs import job_finish
+from crawls.services.ending import job_end
 from registry.models import ScraperVersion
 from registry.services import traffic_set, version_create, version_rollback, version_rollback_check, version_route
 from tests.registry.factories import LINK_SPIDER, make_job, make_scraper
@@ -74,13 +74,14 @@ def test_a_canary_failing_far_more_than_stable_is_rolled_back_once_it_ran_enough
     assert ScraperVersion.objects.get(pk=stable.pk).traffic_pct == 90, "stable keeps its share"
 
 
-def test_the_hook_in_job_finish_rolls_back(shop, stable, canary):
+def test_the_job_end_follow_up_rolls_back(shop, stable, canary, django_capture_on_commit_callbacks):
     run(canary, [FAILED] * 9)
     job = CrawlJob.objects.create(
         url="http://shop.test/", scraper=shop, version=canary, status=JobStatus.RUNNING, started_at=timezone.now()
     )
 
-    job_finish(job=job, error_class="parse", message="no price")
+    with django_capture_on_commit_callbacks(execute=True):
+        job_end(job=job, error_class="parse", message="no price")
 
     assert ScraperVersion.objects.get(pk=canary.pk).traffic_pct == 0
 
@@ -169,7 +170,7 @@ def test_rollback_sends_a_signed_scraper_rolled_back_webhook(
     from callbacks import services as callbacks
 
     published = []
-    monkeypatch.setattr(callbacks, "delivery_publish", lambda **kwargs: published.append(kwargs))
+    monkeypatch.setattr("crawls.publish.send", lambda work, **options: published.append(work))
     ops, _ = token_issue(requester_name="ops", admin=True)
     with Receiver() as receiver:
         policy.TRAWL_ROLLBACK_WEBHOOK_URL = f"{receiver.url}/rollbacks"
@@ -180,7 +181,7 @@ def test_rollback_sends_a_signed_scraper_rolled_back_webhook(
         outcome = callbacks.delivery_attempt(delivery_id=delivery.pk)
 
     assert (delivery.event, delivery.target_url) == ("scraper.rolled_back", f"{receiver.url}/rollbacks")
-    assert published == [{"delivery_id": delivery.pk}]
+    assert [(work.task, tuple(work.args)) for work in published] == [("callbacks.tasks.deliver", (str(delivery.pk),))]
     assert outcome.status == "delivered"
     headers, body = receiver.received[0]
     assert headers["X-Trawl-Event"] == "scraper.rolled_back"

@@ -223,7 +223,7 @@ def test_a_job_records_the_version_it_ran_with(scraper, add, monkeypatch):
     chosen = add("1.1.0", variant="canary", traffic_pct=100)
     job = CrawlJob.objects.create(url="http://shop.test/", scraper=scraper)
     # Stop right after routing: this test is about which version the job records, not about crawling.
-    monkeypatch.setattr(execution, "crawl_settings", lambda **kwargs: (_ for _ in ()).throw(RuntimeError("stop")))
+    monkeypatch.setattr(execution, "scrapy_settings_for", lambda **kwargs: (_ for _ in ()).throw(RuntimeError("stop")))
 
     with pytest.raises(RuntimeError, match="stop"):
         execution.job_execute(job_id=str(job.pk), attempt=1, worker="test")

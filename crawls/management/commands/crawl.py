@@ -12,6 +12,8 @@ from django.core.management.base import BaseCommand, CommandError
 from access.models import Requester
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.services import job_create
+from crawls.timeouts import job_timeout
+from ops.joblog import job_log_new_lines
 from ops.stats import throttle_numbers
 from project.errors import TrawlError
 
@@ -58,6 +60,7 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="watch the job until it ends")
         parser.add_argument("--timeout", type=float, default=0, help="stop waiting after this many seconds")
         parser.add_argument("--interval", type=float, default=0.5, help="seconds between progress updates")
+        parser.add_argument("--log", action="store_true", help="with --wait, print the job's log as it grows")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         job = self.submit(opts)
@@ -65,7 +68,12 @@ class Command(BaseCommand):
             self.stdout.write(str(job.pk))
             return
         self.stdout.write(f"job {job.pk} queued: {job.url} (scraper {job.scraper.name}, priority {job.priority})")
+        self.follow_log = opts["log"]
+        self.last_log_line = ""
         job = self.watch(job, timeout=opts["timeout"], interval=opts["interval"])
+        if self.follow_log:
+            time.sleep(1)  # the attempt's last records are written just after its end is recorded
+            self.print_log(job, tty=False)
         self.report(job)
 
     def submit(self, opts: dict[str, Any]) -> CrawlJob:
@@ -94,13 +102,13 @@ class Command(BaseCommand):
     def watch(self, job: CrawlJob, *, timeout: float, interval: float) -> CrawlJob:
         tty = self.stdout.isatty()
         started, last_seen, last_print = time.monotonic(), None, 0.0
-        limit = float((job.version.settings if job.version_id else {}).get("TRAWL_JOB_TIMEOUT", 0)) or float(
-            settings.TRAWL_JOB_TIMEOUT
-        )
         try:
             while True:
                 job = CrawlJob.objects.select_related("version").get(pk=job.pk)
                 running_for = (time.time() - job.started_at.timestamp()) if job.started_at else 0.0
+                limit = job_timeout(job)
+                if self.follow_log:
+                    self.print_log(job, tty=tty)
                 line = progress_line(status=job.status, stats=job.stats or {}, elapsed=running_for, limit=limit)
                 if tty:
                     self.stdout.write(f"\r{line}\x1b[K", ending="")
@@ -119,6 +127,15 @@ class Command(BaseCommand):
         if tty:
             self.stdout.write("")
         return job
+
+    def print_log(self, job: CrawlJob, *, tty: bool) -> None:
+        """Print the job's log records not printed yet, above the progress line."""
+        lines = job_log_new_lines(job=job, after=self.last_log_line)
+        if lines and tty:
+            self.stdout.write("\r\x1b[K", ending="")
+        for line in lines:
+            self.stdout.write(line)
+        self.last_log_line = lines[-1] if lines else self.last_log_line
 
     def report(self, job: CrawlJob) -> None:
         stats = job.stats or {}

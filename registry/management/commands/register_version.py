@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -6,6 +7,7 @@ from django.db import transaction
 from project.errors import TrawlError
 from registry.models import Scraper, Variant
 from registry.services import scraper_create, version_create
+from registry.services.packages import version_upload
 
 
 class Command(BaseCommand):
@@ -17,7 +19,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("scraper", help="scraper name, e.g. demo_shop")
         parser.add_argument("version", help="semantic version, e.g. 1.2.0")
-        parser.add_argument("spider", help="dotted path to a scrapy.Spider subclass, e.g. myproject.spiders.ShopSpider")
+        parser.add_argument(
+            "spider",
+            help="dotted path to a scrapy.Spider subclass, e.g. myproject.spiders.ShopSpider (inside the package if "
+            "--package is given)",
+        )
+        parser.add_argument(
+            "--package",
+            metavar="PATH",
+            help="a wheel holding the spider: built into an environment of its own by a worker, no restart needed",
+        )
         parser.add_argument("--variant", choices=Variant.values, default=Variant.STABLE)
         parser.add_argument("--default", action="store_true", help="route here when nothing else matches")
         parser.add_argument("--traffic", type=int, default=0, help="share of unpinned jobs, 0..100")
@@ -37,18 +48,21 @@ class Command(BaseCommand):
             # One transaction: a refused version leaves no new scraper behind.
             with transaction.atomic():
                 owner = Scraper.objects.filter(name=scraper).first() or scraper_create(name=scraper)
-                created = version_create(
-                    scraper=owner,
-                    version=version,
-                    spider=spider,
-                    variant=options["variant"],
-                    is_default=options["default"],
-                    traffic_pct=options["traffic"],
-                    min_priority=options["min_priority"],
-                    settings=settings,
-                )
+                fields = {
+                    "scraper": owner,
+                    "version": version,
+                    "spider": spider,
+                    "variant": options["variant"],
+                    "is_default": options["default"],
+                    "traffic_pct": options["traffic"],
+                    "min_priority": options["min_priority"],
+                    "settings": settings,
+                }
+                created = self._create(fields, options["package"])
         except TrawlError as exc:
             raise CommandError(exc.message) from None
+        except OSError as exc:
+            raise CommandError(f"--package: cannot read {options['package']!r}: {exc.strerror}") from None
         summary = {
             "scraper": owner.name,
             "version": created.version,
@@ -56,5 +70,12 @@ class Command(BaseCommand):
             "spider": created.spider,
             "is_default": created.is_default,
             "traffic_pct": created.traffic_pct,
+            "package_status": created.package_status,
         }
         self.stdout.write(json.dumps(summary))
+
+    def _create(self, fields: dict, package: str | None):
+        if not package:
+            return version_create(**fields)
+        with open(package, "rb") as wheel:
+            return version_upload(package=wheel, filename=Path(package).name, **fields)

@@ -1,0 +1,100 @@
+"""The one module that publishes Celery work: crawls, batch launches and chords, batch finalization, webhooks.
+
+Tasks are sent by name, so services never import task modules (which import the crawl executor, crochet and
+Scrapy): a web process that creates a job publishes it without loading any of that. Every crawl message carries its
+priority (on Redis a message without one counts as the most urgent), Celery time limits that follow the job's own
+timeout, and the job's URL, so `celery inspect active` and Flower say what each crawl is.
+"""
+
+from __future__ import annotations
+
+from celery import chord, current_app, signature
+from celery.canvas import Signature
+from celery.result import AsyncResult
+from django.conf import settings
+
+from crawls.models import Batch, CrawlJob
+from crawls.timeouts import celery_time_limits, job_timeout
+
+RUN_CRAWL = "crawls.tasks.run_crawl"
+LAUNCH_BATCH = "crawls.tasks.launch_batch"
+FINALIZE_BATCH = "crawls.tasks.finalize_batch"
+DELIVER = "callbacks.tasks.deliver"
+BUILD_PACKAGE = "registry.tasks.build_package"
+PRUNE_PACKAGES = "trawl_packages_prune"  # a worker remote-control command (registry.tasks), not a task
+BROKER_PRIORITY_STEPS = 10  # matches broker_transport_options["priority_steps"] in celeryconfig
+
+
+def broker_priority(priority: int) -> int:
+    """Map Trawl priority 1..100 (100 most urgent) onto Redis priority steps 0..9 (0 most urgent)."""
+    clamped = min(max(int(priority), 1), 100)
+    return (BROKER_PRIORITY_STEPS - 1) - round((clamped - 1) * (BROKER_PRIORITY_STEPS - 1) / 99)
+
+
+def crawl_signature(*, job: CrawlJob, timeout: float | None = None, **extra_kwargs: object) -> Signature:
+    """`run_crawl(job id, attempt, url=...)` at the job's priority, with time limits from its timeout."""
+    soft, hard = celery_time_limits(job_timeout(job) if timeout is None else timeout)
+    kwargs = {"url": job.url, **extra_kwargs}
+    return signature(
+        RUN_CRAWL,
+        args=[str(job.pk), job.attempt],
+        kwargs=kwargs,
+        immutable=True,
+        priority=broker_priority(job.priority),
+        soft_time_limit=soft,
+        time_limit=hard,
+        argsrepr=repr([str(job.pk), job.attempt]),  # Flower shows it: as a list, like the task's own call
+    )
+
+
+def send(work: Signature, **options: object) -> AsyncResult:
+    """The single point where Trawl hands work to the broker."""
+    return work.apply_async(**options)
+
+
+def publish_crawl(*, job: CrawlJob, **extra_kwargs: object) -> None:
+    """Send the job's current attempt to the crawl queue. Safe to repeat: the worker's claim dedupes."""
+    send(crawl_signature(job=job, **extra_kwargs))
+
+
+def publish_batch_launch(*, batch: Batch) -> None:
+    send(signature(LAUNCH_BATCH, args=(str(batch.pk),), priority=broker_priority(batch.priority)))
+
+
+def publish_batch_chord(*, batch: Batch, jobs: list[CrawlJob]) -> AsyncResult:
+    """One `run_crawl` per job, then `finalize_batch`, which is also the chord's error callback (run if a header
+    task raises, so the batch still ends)."""
+    body = signature(FINALIZE_BATCH, args=(str(batch.pk),), immutable=True)
+    body.on_error(signature(FINALIZE_BATCH, args=(str(batch.pk),), immutable=True))
+    timeouts: dict[int, float] = {}  # per scraper: a batch of thousands of jobs asks once per scraper, not per job
+    header = []
+    for job in jobs:
+        key = job.version_id or -job.scraper_id
+        if key not in timeouts:
+            timeouts[key] = job_timeout(job)
+        header.append(crawl_signature(job=job, timeout=timeouts[key]))
+    return send(chord(header, body))
+
+
+def publish_batch_finalize(*, batch_id: object) -> None:
+    send(signature(FINALIZE_BATCH, args=(str(batch_id),)))
+
+
+def publish_delivery(*, delivery_id: object, countdown: float | None = None) -> None:
+    send(signature(DELIVER, args=(str(delivery_id),)), countdown=countdown)
+
+
+def publish_package_build(*, version_id: int) -> None:
+    """On the crawl queue, most urgent: a crawl worker builds the environment (warming its machine for the version's
+    first jobs). Its time limits cover pip's own (TRAWL_PACKAGE_BUILD_TIMEOUT) plus importing the spider."""
+    soft = settings.TRAWL_PACKAGE_BUILD_TIMEOUT + 180
+    send(
+        signature(BUILD_PACKAGE, args=(version_id,), queue="crawls", priority=0),
+        soft_time_limit=soft,
+        time_limit=soft + 60,
+    )
+
+
+def publish_packages_prune() -> None:
+    """Every worker (its main process) drops the package environments nobody needs any more."""
+    current_app.control.broadcast(PRUNE_PACKAGES)

@@ -1,0 +1,180 @@
+"""The process a packaged version's crawls run in: `<package env>/bin/python -P -m crawls.scraping.child`.
+
+Started by a worker process (crawls.scraping.packaged) with the package's environment first on sys.path, so the
+spider and the dependency versions it declared are the package's, while Trawl's Scrapy components (throttle,
+proxies, User-Agent rotation, Retry-After) and crawl settings are the same as in-process crawls get. It serves one
+crawl at a time for as long as its parent keeps sending them, and exits after TRAWL_PACKAGE_CHILD_IDLE_SECONDS
+without one, or when its parent goes away (stdin closes).
+
+Commands arrive on stdin, one JSON object per line: `crawl {job, spider, settings, kwargs}`, `stop {job}`,
+`check {spider}`, `exit`. Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per
+line: `item`, `stats` (every second), `error` (the first spider exception), `end` (final stats, finish reason or
+crawl error), `checked`. The spider's own prints go to stderr, never into that channel.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+logger = logging.getLogger("trawl.packages")
+STATS_EVERY = 1.0
+
+
+class CrawlServer:
+    def __init__(self, *, out, reactor, idle_seconds: float) -> None:
+        self.out = out
+        self.reactor = reactor
+        self.idle_seconds = idle_seconds
+        self.crawler = None
+        self.job = ""
+        self.first_error = ""
+        self.idle_call = None
+        self.stats_loop = None
+
+    def send(self, kind: str, **fields: Any) -> None:
+        self.out.write(json.dumps({"t": kind, **fields}, default=str) + "\n")
+        self.out.flush()
+
+    def read_commands(self) -> None:
+        """Thread: stdin → the reactor. EOF means the parent is gone: stop."""
+        for line in sys.stdin:
+            if line.strip():
+                self.reactor.callFromThread(self.handle, json.loads(line))
+        self.reactor.callFromThread(self.quit)
+
+    def handle(self, command: dict[str, Any]) -> None:
+        kind = command.get("cmd")
+        if kind == "crawl":
+            self.crawl(command)
+        elif kind == "stop" and self.crawler is not None and command.get("job") == self.job:
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(self.crawler.stop_async())
+        elif kind == "check":
+            self.send("checked", spider=command["spider"], error=spider_problem(command["spider"]))
+        elif kind == "exit":
+            self.quit()
+
+    def crawl(self, command: dict[str, Any]) -> None:
+        from scrapy import signals
+        from scrapy.crawler import CrawlerRunner
+
+        from registry.spiders import spider_load
+
+        self._cancel_idle()
+        self.job, self.first_error = command["job"], ""
+        try:
+            runner = CrawlerRunner(command["settings"])
+            crawler = runner.create_crawler(spider_load(command["spider"]))
+        except Exception as exc:  # the spider cannot be loaded or built: the job's error, not the child's
+            self.send("end", job=self.job, stats={}, reason="", crawl_error=f"{type(exc).__name__}: {exc}")
+            return self._arm_idle()
+        crawler.signals.connect(self.on_item, signal=signals.item_scraped, weak=False)
+        crawler.signals.connect(self.on_spider_error, signal=signals.spider_error, weak=False)
+        crawler.signals.connect(self.on_closed, signal=signals.spider_closed, weak=False)
+        self.crawler = crawler
+        self.closed_stats, self.reason = None, ""
+        self._start_stats()
+        deferred = runner.crawl(crawler, **command["kwargs"])
+        deferred.addCallbacks(lambda _: self.finished(""), lambda f: self.finished(f"{f.type.__name__}: {f.value}"))
+
+    def on_item(self, item: Any, response: Any, spider: Any) -> None:
+        from itemadapter import ItemAdapter
+
+        self.send("item", job=self.job, d=ItemAdapter(item).asdict())
+
+    def on_spider_error(self, failure: Any, response: Any, spider: Any) -> None:
+        if not self.first_error:
+            url = getattr(response, "url", "?")
+            self.first_error = f"{failure.type.__name__}: {failure.getErrorMessage()} (at {url})"
+            self.send("error", job=self.job, d=self.first_error)
+
+    def on_closed(self, spider: Any, reason: str) -> None:
+        self.closed_stats, self.reason = dict(self.crawler.stats.get_stats()), reason
+
+    def finished(self, crawl_error: str) -> None:
+        if self.stats_loop is not None and self.stats_loop.running:
+            self.stats_loop.stop()
+        stats = self.closed_stats if self.closed_stats is not None else self._stats()
+        if self.reason:
+            stats["finish_reason"] = self.reason  # Scrapy sets it after spider_closed handlers ran
+        self.send("end", job=self.job, stats=stats, reason=self.reason, crawl_error=crawl_error)
+        self.crawler = None
+        self._arm_idle()
+
+    def _stats(self) -> dict[str, Any]:
+        return dict(self.crawler.stats.get_stats()) if self.crawler is not None and self.crawler.stats else {}
+
+    def _start_stats(self) -> None:
+        from twisted.internet.task import LoopingCall
+
+        self.stats_loop = LoopingCall(lambda: self.send("stats", job=self.job, d=self._stats()))
+        self.stats_loop.start(STATS_EVERY, now=False)
+
+    def _arm_idle(self) -> None:
+        self.idle_call = self.reactor.callLater(self.idle_seconds, self.quit)
+
+    def _cancel_idle(self) -> None:
+        if self.idle_call is not None and self.idle_call.active():
+            self.idle_call.cancel()
+        self.idle_call = None
+
+    def quit(self) -> None:
+        if self.reactor.running:
+            self.reactor.stop()
+
+
+def spider_problem(path: str) -> str:
+    from project.errors import TrawlError
+    from registry.spiders import spider_load
+
+    try:
+        spider_load(path)
+    except TrawlError as exc:
+        return exc.message
+    except Exception as exc:  # importing user code can raise anything
+        return f"cannot import {path!r}: {type(exc).__name__}: {exc}"
+    return ""
+
+
+def prune_own_environment() -> None:
+    """On the way out: this was perhaps the last user of a deprecated version's environment."""
+    try:
+        os.close(int(os.environ["TRAWL_CHILD_LOCK_FD"]))
+        from registry.packages.envs import envs_prune
+        from registry.services.packages import packages_unused
+
+        envs_prune(unused=packages_unused, only=os.environ.get("TRAWL_CHILD_PACKAGE"))
+    except Exception:  # robust: pruning is a courtesy; the next worker start or deprecation prunes again
+        logger.exception("package environment prune failed")
+
+
+def main() -> None:
+    out = os.fdopen(int(os.environ["TRAWL_CHILD_FD"]), "w", buffering=1)
+    os.dup2(2, 1)  # the spider's prints must never reach the message channel
+    sys.stdout = sys.stderr
+    from scrapy.utils.reactor import install_reactor
+
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from twisted.internet import reactor
+
+    server = CrawlServer(out=out, reactor=reactor, idle_seconds=float(settings.TRAWL_PACKAGE_CHILD_IDLE_SECONDS))
+    threading.Thread(target=server.read_commands, name="commands", daemon=True).start()
+    reactor.callWhenRunning(server.send, "ready", pid=os.getpid())
+    reactor.callWhenRunning(server._arm_idle)
+    reactor.run(installSignalHandlers=False)
+    prune_own_environment()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Running a packaged version's crawl in a child process of its environment, with run_spider's result shape.
+
+The task thread pumps the child's messages (crawls.scraping.children) into a CrawlSession every tick, so the
+JobTracker upserts items, heartbeats and notices cancel exactly as for an in-process crawl; stopping sends `stop`
+(the child calls `crawler.stop()`), and a child that has not finished STOP_GRACE_SECONDS later is killed.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from crawls.scraping.children import Child, child_discard, child_for
+from crawls.scraping.runner import STOP_GRACE_SECONDS, CrawlResult, CrawlSession
+from registry.models import Package, ScraperVersion
+
+
+def package_run(*, version: ScraperVersion, **crawl: Any) -> tuple[CrawlResult, CrawlSession]:
+    """run_spider's call for a packaged version (same keywords, the version instead of the spider class)."""
+    return run_packaged(package=version.package, spider=version.spider, **crawl)
+
+
+def run_packaged(
+    *,
+    package: Package,
+    spider: str,
+    settings: dict,
+    spider_kwargs: dict,
+    timeout: float,
+    on_tick: Callable[[CrawlSession], str],
+    tick_seconds: float = 1.0,
+) -> tuple[CrawlResult, CrawlSession]:
+    """run_spider for a packaged version. Raises PackageUnavailable before the crawl if the package cannot run."""
+    child = child_for(package)
+    session, crawl_id = CrawlSession(), uuid.uuid4().hex
+    child.send(cmd="crawl", job=crawl_id, spider=spider, settings=settings, kwargs=spider_kwargs)
+    deadline = time.monotonic() + timeout
+    stopped_because, stop_deadline, end = "", None, None
+    try:
+        while end is None:
+            end = _pump(child, session, crawl_id, wait=tick_seconds)
+            if end is not None:
+                break
+            reason = on_tick(session)
+            if not stopped_because:
+                reason = "timeout" if time.monotonic() >= deadline else reason
+                if reason:
+                    stopped_because, stop_deadline = reason, time.monotonic() + STOP_GRACE_SECONDS
+                    child.send(cmd="stop", job=crawl_id)
+            elif time.monotonic() >= stop_deadline:
+                end = {"crawl_error": ""}
+    finally:
+        if end is None or end.get("t") != "end":
+            # Killed, crashed, or this thread was interrupted (soft time limit): that child is in no state to reuse.
+            child_discard(child)
+    child.last_used = time.monotonic()
+    stats = end.get("stats") if end.get("stats") is not None else dict(session.reported_stats)
+    session.final_stats, session.finish_reason = stats, end.get("reason", "")
+    result = CrawlResult(
+        stats=stats,
+        finish_reason=session.finish_reason,
+        stopped_because=stopped_because,
+        crawl_error=end.get("crawl_error", ""),
+        first_spider_error=session.first_spider_error,
+    )
+    return result, session
+
+
+def _pump(child: Child, session: CrawlSession, crawl_id: str, *, wait: float) -> dict[str, Any] | None:
+    """Move the child's messages into the session for up to `wait` seconds; the `end` message if it came."""
+    until = time.monotonic() + wait
+    while (left := until - time.monotonic()) > 0:
+        message = child.receive(timeout=left)
+        kind = message.get("t")
+        if kind == "eof":
+            return {"crawl_error": f"the package's process {message['error']} during the crawl"}
+        if kind == "timeout" or message.get("job") != crawl_id:
+            continue  # a late message of an earlier crawl
+        if kind == "item":
+            session.items.put(message["d"])
+        elif kind == "stats":
+            session.reported_stats = message["d"]
+        elif kind == "error":
+            session.first_spider_error = message["d"]
+        elif kind == "end":
+            return message
+    return None

@@ -1,0 +1,168 @@
+"""Per-job logs: written to Redis while an attempt runs, stored in the database when it ends, read by any process.
+
+One writer per (job, attempt, shard): the worker process running it. It keeps the first half of
+TRAWL_JOB_LOG_MAX_LINES records and the last half, and a marker line says how many were dropped in between. Records
+left in Redis by a worker that died expire after TRAWL_JOB_LOG_TTL_SECONDS; until then they are read from there.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from crawls.models import CrawlJob
+from ops.models import JobLog
+from project.errors import TrawlError
+from project.redis import get_redis, redis_key
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+MARKER_LOGGER = "trawl.joblog"
+
+
+def record_line(record: logging.LogRecord, *, max_chars: int) -> str:
+    """`2026-11-23T09:00:00.123Z INFO scrapy.core.engine Spider opened`: one record, one line (newlines escaped)."""
+    at = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    message = record.getMessage()
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        message = f"{message}\n{record.exc_text}"
+    line = f"{at} {record.levelname} {record.name} {message}".replace("\r", "").replace("\n", "\\n")
+    return line if len(line) <= max_chars else line[: max_chars - 1] + "…"
+
+
+def _keys(job_id: object, attempt: int, shard: int) -> tuple[str, str, str]:
+    base = ("joblog", job_id, attempt, shard)
+    return redis_key(*base, "head"), redis_key(*base, "tail"), redis_key(*base, "count")
+
+
+def _shards_key(job_id: object, attempt: int) -> str:
+    return redis_key("joblog", job_id, attempt, "shards")
+
+
+class JobLogSink:
+    """The Redis side of one attempt's log. Only its worker writes it, so it counts what it wrote itself."""
+
+    def __init__(self, *, job_id: object, attempt: int, shard: int = 0) -> None:
+        self.job_id, self.attempt, self.shard = job_id, attempt, shard
+        self.head_cap = settings.TRAWL_JOB_LOG_MAX_LINES // 2
+        self.tail_cap = settings.TRAWL_JOB_LOG_MAX_LINES - self.head_cap
+        self.written = 0
+
+    def write(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        head_key, tail_key, count_key = _keys(self.job_id, self.attempt, self.shard)
+        head = lines[: max(0, self.head_cap - self.written)]
+        rest = lines[len(head) :]
+        ttl = settings.TRAWL_JOB_LOG_TTL_SECONDS
+        pipe = get_redis().pipeline(transaction=True)
+        if head:
+            pipe.rpush(head_key, *head)
+        if rest:
+            pipe.rpush(tail_key, *rest[-self.tail_cap :])
+            pipe.ltrim(tail_key, -self.tail_cap, -1)
+        pipe.incrby(count_key, len(lines))
+        pipe.sadd(_shards_key(self.job_id, self.attempt), self.shard)
+        for key in (head_key, tail_key, count_key, _shards_key(self.job_id, self.attempt)):
+            pipe.expire(key, ttl)
+        pipe.execute()
+        self.written += len(lines)
+
+
+def _redis_lines(job_id: object, attempt: int, shard: int) -> tuple[list[str], int, int]:
+    """(lines with the marker, records logged, records dropped) of a log still in Redis."""
+    head_key, tail_key, count_key = _keys(job_id, attempt, shard)
+    pipe = get_redis().pipeline(transaction=True)
+    pipe.lrange(head_key, 0, -1).lrange(tail_key, 0, -1).get(count_key)
+    head, tail, count = pipe.execute()
+    count = int(count or 0)
+    dropped = max(0, count - len(head) - len(tail))
+    return [*head, *_marker(dropped, tail), *tail], count, dropped
+
+
+def _marker(dropped: int, tail: list[str]) -> list[str]:
+    if not dropped:
+        return []
+    at = tail[0].split(" ", 1)[0] if tail else ""
+    cap = settings.TRAWL_JOB_LOG_MAX_LINES
+    return [f"{at} WARNING {MARKER_LOGGER} {dropped} records dropped here (a job log keeps its first and last {cap})"]
+
+
+def job_log_store(*, job_id: object, attempt: int, shard: int = 0) -> JobLog | None:
+    """Move an attempt's log from Redis to the database. Written first, deleted after, so readers never miss it."""
+    lines, count, dropped = _redis_lines(job_id, attempt, shard)
+    if not count:
+        return None
+    log, _ = JobLog.objects.update_or_create(
+        job_id=job_id,
+        attempt=attempt,
+        shard=shard,
+        defaults={"text": "\n".join(lines), "records": count, "dropped": dropped},
+    )
+    get_redis().delete(*_keys(job_id, attempt, shard))
+    return log
+
+
+def job_log_forget(*, jobs: list[tuple[object, int]]) -> None:
+    """Drop what the attempts of these (job id, last attempt) left in Redis (retention deletes the jobs themselves)."""
+    attempts = [(job_id, attempt) for job_id, last in jobs for attempt in range(1, last + 1)]
+    if not attempts:
+        return
+    client = get_redis()
+    pipe = client.pipeline(transaction=False)
+    for job_id, attempt in attempts:
+        pipe.smembers(_shards_key(job_id, attempt))
+    keys = []
+    for (job_id, attempt), shards in zip(attempts, pipe.execute(), strict=True):
+        keys.append(_shards_key(job_id, attempt))
+        for shard in {0, *map(int, shards)}:
+            keys.extend(_keys(job_id, attempt, shard))
+    client.delete(*keys)
+
+
+def job_log_lines(*, job: CrawlJob, attempt: int | None = None, level: str = "", tail: int | None = None) -> list[str]:
+    """The records of one attempt (the job's current one by default), every shard merged by time."""
+    attempt = attempt or job.attempt
+    # Redis before the database: a log moved in between is then found in the database, never in neither.
+    shards = {int(shard) for shard in get_redis().smembers(_shards_key(job.pk, attempt))}
+    live = {shard: _redis_lines(job.pk, attempt, shard)[0] for shard in shards}
+    stored = {log.shard: log.text.split("\n") for log in JobLog.objects.filter(job=job, attempt=attempt) if log.text}
+    per_shard = [lines for shard, lines in sorted({**live, **stored}.items()) if lines]
+    lines = per_shard[0] if len(per_shard) == 1 else list(heapq.merge(*per_shard))
+    if level:
+        lines = [line for line in lines if _level_of(line) >= LEVELS.index(level)]
+    return lines[-tail:] if tail else lines
+
+
+def job_log_new_lines(*, job: CrawlJob, after: str) -> list[str]:
+    """The records logged since `after` (the last one a follower printed; "" for all), for `crawl --wait --log`."""
+    lines = job_log_lines(job=job)
+    if after in lines:
+        return lines[len(lines) - lines[::-1].index(after) :]
+    return lines
+
+
+def _level_of(line: str) -> int:
+    parts = line.split(" ", 2)
+    return LEVELS.index(parts[1]) if len(parts) > 1 and parts[1] in LEVELS else len(LEVELS)
+
+
+def log_query(params: dict) -> dict:
+    """`tail`, `level` and `attempt` from a query string, or TrawlError naming the bad one."""
+    query: dict = {}
+    for name in ("tail", "attempt"):
+        value = params.get(name)
+        if value in (None, ""):
+            continue
+        if not str(value).isdigit() or int(value) < 1:
+            raise TrawlError(f"{name} must be a whole number of at least 1, got {value!r}", field=name)
+        query[name] = int(value)
+    level = str(params.get("level") or "").upper()
+    if level and level not in LEVELS:
+        raise TrawlError(f"level must be one of {', '.join(LEVELS[:4])}, got {params.get('level')!r}", field="level")
+    query["level"] = level
+    return query

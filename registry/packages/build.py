@@ -1,0 +1,29 @@
+"""On a crawl worker: build an uploaded version's environment and check its spider there, then record the verdict.
+
+Worker-only (it starts the package's child process); the web publishes `registry.tasks.build_package` by name.
+"""
+
+from __future__ import annotations
+
+from crawls.scraping.children import PackageUnavailable, package_check
+from registry.models import PackageStatus, ScraperVersion
+from registry.packages.envs import env_of
+from registry.services.packages import version_package_record
+
+
+def version_package_build(*, version_id: int) -> str:
+    """Build (or reuse) the package's environment on this machine and import the version's spider inside it."""
+    version = ScraperVersion.objects.select_related("package").filter(pk=version_id).first()
+    if version is None or version.package is None:
+        return "gone"
+    try:
+        problem = package_check(package=version.package, spider=version.spider)
+    except PackageUnavailable as exc:
+        version_package_record(version_id=version_id, status=PackageStatus.FAILED, log=f"{exc.message}\n\n{exc.log}")
+        return PackageStatus.FAILED
+    log = env_of(version.package.sha256).build_log()
+    if problem:
+        version_package_record(version_id=version_id, status=PackageStatus.FAILED, log=f"spider: {problem}\n\n{log}")
+        return PackageStatus.FAILED
+    version_package_record(version_id=version_id, status=PackageStatus.READY, log=log)
+    return PackageStatus.READY

@@ -1,0 +1,179 @@
+"""Per machine: one virtualenv per package hash, built once and shared by every worker process of the machine.
+
+`<TRAWL_PACKAGE_CACHE_DIR>/<sha256>/` is a `python -m venv` whose site-packages holds the wheel and the dependencies
+pip installed for it, followed (through a .pth file) by Trawl's own site-packages: a dependency the package pins wins,
+everything else (Scrapy, Twisted, Django) is Trawl's. `<sha256>.lock` beside it is an flock: whoever builds holds it
+exclusively, whoever runs a crawl from the environment holds it shared for as long as the child process lives, and
+pruning takes it exclusively without waiting, so an environment in use is never removed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.storage import storages
+
+from registry.models import Package
+
+logger = logging.getLogger("trawl.packages")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+LOG_KEPT = 20_000  # characters of pip's output kept in a failed version's package_log
+
+
+class EnvBuildError(Exception):
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.log = log
+
+
+@dataclass(frozen=True)
+class PackageEnv:
+    root: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    @property
+    def site_packages(self) -> Path:
+        return Path(sysconfig.get_path("purelib", vars={"base": str(self.root), "platbase": str(self.root)}))
+
+    @property
+    def marker(self) -> Path:
+        return self.root / ".trawl-ready"
+
+    def ready(self) -> bool:
+        return self.marker.exists()
+
+    def build_log(self) -> str:
+        try:
+            return json.loads(self.marker.read_text()).get("log", "")
+        except (OSError, ValueError):
+            return ""
+
+
+def cache_dir() -> Path:
+    path = Path(settings.TRAWL_PACKAGE_CACHE_DIR)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def env_of(sha256: str) -> PackageEnv:
+    return PackageEnv(cache_dir() / sha256)
+
+
+def env_lease(*, package: Package) -> tuple[PackageEnv, int]:
+    """The package's environment, built first if this machine has none, and a file descriptor holding its lock
+    shared. Whoever gets the descriptor closes it (or hands it to the process that uses the environment)."""
+    env = env_of(package.sha256)
+    fd = os.open(cache_dir() / f"{package.sha256}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        while True:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            if env.ready():
+                return env, fd
+            # Unlock before asking for the exclusive lock: two processes upgrading at once would wait on each other.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if not env.ready():
+                    env_build(env=env, package=package)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def env_build(*, env: PackageEnv, package: Package) -> None:
+    """venv + pip install of the wheel and its Requires-Dist. Call with the exclusive lock held."""
+    started = time.monotonic()
+    shutil.rmtree(env.root, ignore_errors=True)  # a build that died half-way left no marker: start over
+    _run([sys.executable, "-m", "venv", "--without-pip", str(env.root)], what="python -m venv")
+    trawl_paths = dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")])
+    env.site_packages.mkdir(parents=True, exist_ok=True)
+    # Appended after the environment's own site-packages: Trawl's packages count as installed for pip, and the
+    # package's own pins shadow them.
+    (env.site_packages / "_trawl.pth").write_text("".join(f"{path}\n" for path in trawl_paths))
+    wheel = env.root / "wheel" / package.filename
+    wheel.parent.mkdir()
+    with storages[settings.TRAWL_PACKAGE_STORAGE].open(package.path, "rb") as stored, open(wheel, "wb") as copy:
+        shutil.copyfileobj(stored, copy)
+    log = _run(_pip_install(env, wheel), what="pip install")
+    env.marker.write_text(json.dumps({"log": log, "seconds": round(time.monotonic() - started, 2)}))
+    logger.info("package %s built in %.1fs at %s", package, time.monotonic() - started, env.root)
+
+
+def _pip_install(env: PackageEnv, wheel: Path) -> list[str]:
+    command = [sys.executable, "-m", "pip", "--python", str(env.python), "install"]
+    command += ["--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
+    for directory in settings.TRAWL_PACKAGE_FIND_LINKS:
+        command += ["--find-links", directory]
+    if settings.TRAWL_PACKAGE_NO_INDEX:
+        command.append("--no-index")
+    return [*command, str(wheel)]
+
+
+def _run(command: list[str], *, what: str) -> str:
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=settings.TRAWL_PACKAGE_BUILD_TIMEOUT,
+            env={**os.environ, "PIP_REQUIRE_VIRTUALENV": "0"},
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise EnvBuildError(f"{what} took over {settings.TRAWL_PACKAGE_BUILD_TIMEOUT}s", _text(exc.output)) from None
+    log = (done.stdout + done.stderr)[-LOG_KEPT:]
+    if done.returncode:
+        raise EnvBuildError(f"{what} failed (exit {done.returncode}): {_last_line(done.stderr or done.stdout)}", log)
+    return log
+
+
+def envs_prune(*, unused: Callable[[Iterable[str]], set[str]], only: str | None = None) -> list[str]:
+    """Remove the environments `unused` names (of those on this machine), skipping any a process holds. Returns
+    the hashes removed."""
+    root = cache_dir()
+    present = [p.name for p in root.iterdir() if p.is_dir() and SHA256.match(p.name) and p.name == (only or p.name)]
+    removed = []
+    for sha256 in sorted(unused(present)) if present else []:
+        fd = os.open(root / f"{sha256}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue  # a crawl (or its warm child) still uses it: pruned when that ends
+        try:
+            shutil.rmtree(root / sha256, ignore_errors=True)
+            removed.append(sha256)
+        finally:
+            os.close(fd)
+    if removed:
+        logger.info("package environments removed: %s", ", ".join(removed))
+    return removed
+
+
+def _text(output: bytes | str | None) -> str:
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")[-LOG_KEPT:]
+    return (output or "")[-LOG_KEPT:]
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"

@@ -1,0 +1,120 @@
+"""Packaged versions: registering one from an uploaded wheel, recording its build, telling workers to prune.
+
+The wheel is read and checked before anything is written; the version row is validated by the same rules as any
+other version (`versions_save`); the file goes to storage last, inside the transaction, so a refused request leaves
+neither a row nor a file (a file written just before a failed commit is harmless: it is named by its content and
+reused by the next upload of the same wheel).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import IO, Any
+
+from django.conf import settings as conf
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
+from django.db import transaction
+
+from crawls.models import CrawlJob, JobStatus
+from crawls.publish import publish_package_build, publish_packages_prune
+from registry.cache import registry_changed
+from registry.errors import RegistryError
+from registry.models import Package, PackageStatus, Scraper, ScraperVersion, Variant
+from registry.packages.wheels import WheelInfo, spider_problem, wheel_inspect, wheel_read
+from registry.services.versions import versions_save
+
+logger = logging.getLogger("trawl.packages")
+
+
+@transaction.atomic
+def version_upload(
+    *,
+    scraper: Scraper,
+    package: IO[bytes],
+    filename: str,
+    version: str,
+    spider: str,
+    variant: str = Variant.STABLE,
+    is_default: bool = False,
+    traffic_pct: int = 0,
+    min_priority: int = 1,
+    settings: dict[str, Any] | None = None,
+) -> ScraperVersion:
+    """Register a version whose code is an uploaded wheel. It routes once a worker built it (`package_status`)."""
+    data = wheel_read(file=package, max_bytes=conf.TRAWL_PACKAGE_MAX_BYTES)
+    info = wheel_inspect(data=data, filename=filename)
+    problem = spider_problem(info=info, spider=spider)
+    if problem:
+        raise RegistryError({"spider": [problem]})
+    stored = _package_row(info)
+    candidate = ScraperVersion(
+        scraper=scraper,
+        version=version,
+        spider=spider,
+        variant=variant,
+        is_default=is_default,
+        traffic_pct=traffic_pct,
+        min_priority=min_priority,
+        settings=settings if settings is not None else {},
+        package=stored,
+        package_status=PackageStatus.BUILDING,
+    )
+    versions_save(scraper=scraper, versions=[candidate])
+    _package_write(stored, data)
+    transaction.on_commit(lambda: publish_package_build(version_id=candidate.pk), robust=True)
+    return candidate
+
+
+def _package_row(info: WheelInfo) -> Package:
+    package, _ = Package.objects.get_or_create(
+        sha256=info.sha256,
+        defaults={
+            "path": f"{info.sha256}/{info.filename}",
+            "filename": info.filename,
+            "name": info.name,
+            "dist_version": info.version,
+            "requires": info.requires,
+            "size": info.size,
+        },
+    )
+    return package
+
+
+def _package_write(package: Package, data: bytes) -> None:
+    storage = storages[conf.TRAWL_PACKAGE_STORAGE]
+    if not storage.exists(package.path):
+        saved = storage.save(package.path, ContentFile(data))
+        if saved != package.path:  # another upload of the same wheel won a race: keep one copy
+            storage.delete(saved)
+
+
+def version_package_record(*, version_id: int, status: str, log: str) -> None:
+    """The build's verdict. `log` starts with the one-line reason when it failed."""
+    ScraperVersion.objects.filter(pk=version_id).update(package_status=status, package_log=log)
+    registry_changed()  # update() sends no post_save: every worker re-reads which versions may route
+    logger.info("version %s package %s", version_id, status)
+
+
+def packages_unused(sha256s: Iterable[str]) -> set[str]:
+    """Of these package hashes, those no worker needs any more: every version using it is deprecated and none of
+    those versions has a running job (or no version uses it at all)."""
+    sha256s = set(sha256s)
+    needed = set(
+        ScraperVersion.objects.filter(package__sha256__in=sha256s, deprecated_at__isnull=True).values_list(
+            "package__sha256", flat=True
+        )
+    )
+    running = CrawlJob.objects.filter(version__package__sha256__in=sha256s, status=JobStatus.RUNNING)
+    needed.update(running.values_list("version__package__sha256", flat=True))
+    return sha256s - needed
+
+
+def packages_prune_everywhere() -> None:
+    """Ask every worker to drop the environments nobody needs (after a deprecation). Best effort: each worker also
+    prunes when it starts and when a package's last child exits."""
+    try:
+        publish_packages_prune()
+    except Exception as exc:  # robust: a broker hiccup must not fail the deprecation that already committed
+        logger.warning("package prune not broadcast: %s", exc)

@@ -1,0 +1,89 @@
+"""REST API for sources (admin tokens only): what beat crawls on its own, and "crawl this one now"."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from access.permissions import IsAdminRequester
+from crawls.serializers import JobSerializer
+from ops.runs import RunSerializer, source_runs
+from project.errors import TrawlError
+from sources.models import Source
+from sources.serializers import SourceCreateSerializer, SourceInputSerializer, SourceSerializer
+from sources.services.sources import source_crawl_now, source_create, source_delete, source_update
+
+FILTERS = [
+    OpenApiParameter("kind", OpenApiTypes.STR, description="hub, list, product or sitemap"),
+    OpenApiParameter("scraper", OpenApiTypes.STR, description="scraper name"),
+    OpenApiParameter("enabled", OpenApiTypes.BOOL),
+    OpenApiParameter("due", OpenApiTypes.BOOL, description="true: enabled and due now"),
+    OpenApiParameter("parent", OpenApiTypes.INT, description="sources discovered by this one"),
+]
+
+
+@extend_schema_view(list=extend_schema(parameters=FILTERS))
+class SourceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Sources beat dispatches on their own rhythm: often when they change, rarely when they do not, later when a
+    site blocks us, only inside their crawl window. `next_sync_at` is the next run, `schedule_note` says why."""
+
+    permission_classes = [IsAdminRequester]
+    serializer_class = SourceSerializer
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self) -> QuerySet[Source]:
+        sources = Source.objects.select_related("scraper").order_by("next_sync_at", "id")
+        params = self.request.query_params
+        if params.get("parent") and not params["parent"].isdigit():
+            raise TrawlError("parent is a source id", field="parent")
+        for name, lookup in (("kind", "kind"), ("scraper", "scraper__name"), ("parent", "parent_id")):
+            if params.get(name):
+                sources = sources.filter(**{lookup: params[name]})
+        if params.get("enabled") in ("true", "false"):
+            sources = sources.filter(enabled=params["enabled"] == "true")
+        if params.get("due") == "true":
+            sources = sources.filter(enabled=True, next_sync_at__lte=timezone.now())
+        return sources
+
+    @extend_schema(request=SourceCreateSerializer, responses={201: SourceSerializer})
+    def create(self, request: Request) -> Response:
+        """Add a source. It is due at once unless `next_sync_at` says otherwise."""
+        spec = SourceCreateSerializer(data=request.data)
+        spec.is_valid(raise_exception=True)
+        source = source_create(**spec.validated_data)
+        return Response(SourceSerializer(source).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=SourceInputSerializer, responses=SourceSerializer)
+    def partial_update(self, request: Request, pk: str) -> Response:
+        """Change some fields, e.g. `{"enabled": false}` or `{"window_start_hour": 22, "window_end_hour": 6}`."""
+        spec = SourceInputSerializer(data=request.data, partial=True)
+        spec.is_valid(raise_exception=True)
+        if not spec.validated_data:
+            raise TrawlError("nothing to change: send at least one field")
+        return Response(SourceSerializer(source_update(source=self.get_object(), **spec.validated_data)).data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, pk: str) -> Response:
+        """Remove a source. Its jobs and the sources it discovered stay."""
+        source_delete(source=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def crawl(self, request: Request, pk: str) -> Response:
+        """Queue a job for this source now, whatever its schedule. 409 while its previous job is queued or running."""
+        job = source_crawl_now(source=self.get_object(), requester=request.user)
+        return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses=RunSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def runs(self, request: Request, pk: str) -> Response:
+        """The source's runs, newest first: pages, items new/changed/unchanged/invalid, error rate, duration, status."""
+        page = self.paginate_queryset(source_runs(source=self.get_object()))
+        return self.get_paginated_response(RunSerializer(page, many=True).data)

@@ -1,0 +1,79 @@
+"""API input and output shapes for sources."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ops.monitors import monitors_valid
+from project.serializers import StrictSerializer, http_url
+from sources.models import Source, SourceKind, SourceStrategy
+
+
+class SourceInputSerializer(StrictSerializer):
+    """A source as PATCH takes it: any of these fields. The service checks what depends on several of them."""
+
+    url = serializers.URLField(max_length=2000, required=False, validators=[http_url])
+    kind = serializers.ChoiceField(choices=SourceKind.choices, required=False)
+    strategy = serializers.ChoiceField(
+        choices=SourceStrategy.choices, required=False, help_text="Defaults to `discovery` for a sitemap, else `deep`."
+    )
+    scraper = serializers.SlugField(
+        max_length=100, required=False, help_text="Defaults to `sitemap` for a sitemap, else `link`."
+    )
+    priority = serializers.IntegerField(min_value=1, max_value=100, required=False)
+    refresh_interval = serializers.IntegerField(
+        min_value=1, required=False, help_text="Base seconds between crawls; the interval then adapts within min..max."
+    )
+    min_interval = serializers.IntegerField(min_value=1, required=False)
+    max_interval = serializers.IntegerField(min_value=1, required=False)
+    config = serializers.DictField(
+        required=False,
+        help_text="Spider config (selectors, cookies, proxy_group...); `children` shapes what it finds.",
+        validators=[monitors_valid],  # TRAWL_MONITORS of the source (docs/operations.md)
+    )
+    enabled = serializers.BooleanField(required=False)
+    window_start_hour = serializers.IntegerField(
+        min_value=0, max_value=23, allow_null=True, required=False, help_text="Crawls start from this local hour..."
+    )
+    window_end_hour = serializers.IntegerField(
+        min_value=0, max_value=23, allow_null=True, required=False, help_text="...until before this one; 22 → 6: night"
+    )
+    timezone = serializers.CharField(max_length=64, required=False, help_text="IANA name of the window's timezone.")
+    next_sync_at = serializers.DateTimeField(required=False, help_text="When it runs next; a past time means now.")
+
+
+class SourceCreateSerializer(SourceInputSerializer):
+    url = serializers.URLField(max_length=2000, validators=[http_url])
+    kind = serializers.ChoiceField(choices=SourceKind.choices, default=SourceKind.LIST)
+
+
+class SourceSerializer(serializers.ModelSerializer):
+    scraper = serializers.CharField(source="scraper.name")
+
+    class Meta:
+        model = Source
+        fields = [
+            "id",
+            "url",
+            "kind",
+            "strategy",
+            "scraper",
+            "priority",
+            "enabled",
+            "next_sync_at",
+            "schedule_note",
+            "refresh_interval",
+            "min_interval",
+            "max_interval",
+            "current_interval",
+            "consecutive_failures",
+            "window_start_hour",
+            "window_end_hour",
+            "timezone",
+            "config",
+            "last_run_at",
+            "last_stats",
+            "parent",
+            "created_at",
+            "updated_at",
+        ]

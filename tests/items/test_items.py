@@ -1,0 +1,153 @@
+"""Item upserts: re-crawls update instead of duplicating, and each job knows what was new, changed or unchanged."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from crawls.models import CrawlJob
+from items.models import Item, ItemSighting
+from items.services import content_hash, item_fingerprint, items_upsert
+from registry.models import Scraper
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def scraper(db):
+    return Scraper.objects.create(name="shop")
+
+
+@pytest.fixture
+def new_job(scraper):
+    def make(on=None):
+        return CrawlJob.objects.create(url="http://shop.test/", scraper=on or scraper)
+
+    return make
+
+
+def sightings(job) -> dict[str, str]:
+    return {s.item.url or s.item.data.get("title"): s.change for s in ItemSighting.objects.filter(job=job)}
+
+
+def test_first_crawl_counts_every_item_new(new_job):
+    job = new_job()
+
+    counts = items_upsert(job=job, items=[{"url": "http://shop.test/1"}, {"url": "http://shop.test/2"}])
+
+    assert counts == {"new": 2}
+    assert Item.objects.count() == 2
+    assert sightings(job) == {"http://shop.test/1": "new", "http://shop.test/2": "new"}
+    assert set(Item.objects.values_list("last_job", flat=True)) == {job.pk}
+
+
+def test_recrawl_counts_new_changed_and_unchanged(new_job):
+    items_upsert(job=new_job(), items=[{"url": "u1", "price": "1"}, {"url": "u2", "price": "2"}])
+    second = new_job()
+
+    counts = items_upsert(
+        job=second, items=[{"url": "u1", "price": "1"}, {"url": "u2", "price": "3"}, {"url": "u3", "price": "4"}]
+    )
+
+    assert counts == {"new": 1, "changed": 1, "unchanged": 1}
+    assert Item.objects.count() == 3
+    assert Item.objects.get(url="u2").data == {"url": "u2", "price": "3"}
+    assert sightings(second) == {"u1": "unchanged", "u2": "changed", "u3": "new"}
+
+
+def test_changed_items_move_changed_at_and_unchanged_only_last_seen(new_job):
+    items_upsert(job=new_job(), items=[{"url": "same", "v": 1}, {"url": "moves", "v": 1}])
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Item.objects.update(first_seen=an_hour_ago, last_seen=an_hour_ago, changed_at=an_hour_ago)
+    second = new_job()
+
+    items_upsert(job=second, items=[{"url": "same", "v": 1}, {"url": "moves", "v": 2}])
+
+    same, moves = Item.objects.get(url="same"), Item.objects.get(url="moves")
+    assert same.changed_at == an_hour_ago
+    assert same.last_seen > an_hour_ago
+    assert moves.changed_at > an_hour_ago
+    assert same.first_seen == moves.first_seen == an_hour_ago
+    assert same.last_job_id == moves.last_job_id == second.pk
+
+
+def test_same_fingerprint_twice_in_a_batch_is_one_item_with_the_last_data(new_job):
+    job = new_job()
+
+    counts = items_upsert(job=job, items=[{"url": "u", "price": "1"}, {"url": "u", "price": "2"}])
+
+    assert counts == {"new": 1}
+    assert Item.objects.get().data["price"] == "2"
+    assert ItemSighting.objects.filter(job=job).count() == 1
+
+
+def test_id_identifies_an_item_even_when_its_url_changes(new_job):
+    items_upsert(job=new_job(), items=[{"id": 7, "url": "http://shop.test/old", "title": "A"}])
+
+    counts = items_upsert(job=new_job(), items=[{"id": 7, "url": "http://shop.test/new", "title": "A"}])
+
+    assert counts == {"changed": 1}
+    assert Item.objects.get().url == "http://shop.test/new"
+
+
+def test_sku_identifies_an_item_when_there_is_no_id(new_job):
+    items_upsert(job=new_job(), items=[{"sku": "X-1", "url": "a"}])
+
+    assert items_upsert(job=new_job(), items=[{"sku": "X-1", "url": "b"}]) == {"changed": 1}
+    assert Item.objects.count() == 1
+
+
+def test_explicit_fingerprint_field_wins(new_job):
+    items_upsert(job=new_job(), items=[{"fingerprint": "k", "id": 1}])
+
+    assert items_upsert(job=new_job(), items=[{"fingerprint": "k", "id": 2}]) == {"changed": 1}
+
+
+def test_items_without_identity_are_identified_by_content(new_job):
+    job = new_job()
+
+    counts = items_upsert(job=job, items=[{"title": "A"}, {"title": "B"}, {"title": "A"}])
+
+    assert counts == {"new": 2}
+    assert items_upsert(job=new_job(), items=[{"title": "A"}]) == {"unchanged": 1}
+
+
+def test_fingerprint_rules():
+    assert item_fingerprint({"id": 1, "url": "a"}) == item_fingerprint({"id": 1, "url": "b"})
+    assert item_fingerprint({"sku": "s", "url": "a"}) == item_fingerprint({"sku": "s", "url": "b"})
+    assert item_fingerprint({"url": "a", "title": "x"}) == item_fingerprint({"url": "a", "title": "y"})
+    assert item_fingerprint({"id": "1"}) != item_fingerprint({"sku": "1"})
+    assert item_fingerprint({"title": "x"}) != item_fingerprint({"title": "y"})
+
+
+def test_underscore_keys_do_not_change_the_content_hash():
+    assert content_hash({"title": "x", "_crawled_at": 1}) == content_hash({"title": "x", "_crawled_at": 2})
+    assert content_hash({"title": "x", "_depth": 1}) == content_hash({"title": "x"})
+    assert content_hash({"title": "x"}) != content_hash({"title": "y"})
+    assert content_hash({"a": 1, "b": 2}) == content_hash({"b": 2, "a": 1})
+
+
+def test_underscore_keys_do_not_make_an_item_changed(new_job):
+    items_upsert(job=new_job(), items=[{"url": "u", "title": "x", "_crawled_at": "2024-01-01"}])
+
+    assert items_upsert(job=new_job(), items=[{"url": "u", "title": "x", "_crawled_at": "2024-02-01"}]) == {
+        "unchanged": 1
+    }
+
+
+def test_same_fingerprint_under_two_scrapers_is_two_items(new_job):
+    other = Scraper.objects.create(name="other")
+
+    items_upsert(job=new_job(), items=[{"url": "u"}])
+    counts = items_upsert(job=new_job(on=other), items=[{"url": "u"}])
+
+    assert counts == {"new": 1}
+    assert Item.objects.count() == 2
+
+
+def test_no_items_writes_nothing(new_job):
+    assert items_upsert(job=new_job(), items=[]) == {}
+    assert Item.objects.count() == 0
+    assert ItemSighting.objects.count() == 0

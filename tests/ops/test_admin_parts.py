@@ -1,0 +1,57 @@
+"""The admin's job page shows the job's log and alerts; a source's page charts its runs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from crawls.models import CrawlJob, JobStatus
+from ops.joblog import JobLogSink, job_log_forget
+from registry.models import Scraper
+from sources.models import Source
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def source(builtins):
+    return Source.objects.create(url="http://shop.test/list", scraper=Scraper.objects.get(name="link"))
+
+
+def test_job_page_shows_its_log_and_alerts(admin_client, source):
+    job = CrawlJob.objects.create(
+        url=source.url,
+        scraper=source.scraper,
+        source=source,
+        status=JobStatus.SUCCEEDED,
+        alerts=[{"monitor": "min_items", "expected": 100, "actual": 1}],
+    )
+    JobLogSink(job_id=job.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop <b>parsed</b> 1 product"])
+    try:
+        page = admin_client.get(f"/admin/crawls/crawljob/{job.pk}/change/").content.decode()
+    finally:
+        job_log_forget(jobs=[(job.pk, 2)])
+
+    assert "2026-11-23T09:00:00.000Z INFO shop &lt;b&gt;parsed&lt;/b&gt; 1 product" in page
+    assert '<td><b style="color:#dc3545">min_items</b></td><td>100</td><td>1</td>' in page
+
+
+def test_source_page_charts_its_runs(admin_client, source):
+    now = timezone.now()
+    for minutes, items in ((20, 7), (10, 3)):
+        CrawlJob.objects.create(
+            url=source.url,
+            scraper=source.scraper,
+            source=source,
+            status=JobStatus.SUCCEEDED,
+            stats={"items_new": items, "pages": 2},
+            queued_at=now - timedelta(minutes=minutes),
+        )
+
+    page = admin_client.get(f"/admin/sources/source/{source.pk}/change/").content.decode()
+
+    assert f'id="source-runs-{source.pk}"' in page
+    assert "chart.umd.min.js" in page
+    assert '"items_new": 7' in page and page.index('"items_new": 7') < page.index('"items_new": 3')

@@ -1,0 +1,102 @@
+"""Per-machine package environments: built once under a lock with the package's own dependency versions, never
+touching Trawl's; pruned only when unused and not held by a running child."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+from django.utils import timezone
+
+from registry.models import ScraperVersion
+from registry.packages.envs import EnvBuildError, env_lease, envs_prune
+from registry.services.packages import packages_unused, version_upload
+from tests.packages import dep_wheels, shop_wheel
+from tests.registry.factories import make_scraper
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def package_dirs(settings, tmp_path):
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "packages": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": tmp_path / "s"}},
+    }
+    settings.TRAWL_PACKAGE_CACHE_DIR = str(tmp_path / "envs")
+    settings.TRAWL_PACKAGE_FIND_LINKS = [str(tmp_path / "wheelhouse")]
+    settings.TRAWL_PACKAGE_NO_INDEX = True
+    dep_wheels(tmp_path / "wheelhouse")
+    return tmp_path
+
+
+def packaged(tmp_path, *, dep: str) -> ScraperVersion:
+    wheel = shop_wheel(tmp_path / "src", version="1.0.0", output="v1", dep=dep)
+    with open(wheel, "rb") as handle:
+        return version_upload(
+            scraper=make_scraper("shop"),
+            package=handle,
+            filename=wheel.name,
+            version="1.0.0",
+            spider="trawlshop.spiders.ShopSpider",
+        )
+
+
+def python_says(python, code: str) -> str:
+    done = subprocess.run([str(python), "-P", "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_concurrent_workers_build_one_environment_with_the_package_dependencies(tmp_path, caplog):
+    version = packaged(tmp_path, dep="2.0")
+    leases = []
+
+    def lease():
+        leases.append(env_lease(package=version.package))
+
+    with caplog.at_level(logging.INFO, logger="trawl.packages"):
+        threads = [threading.Thread(target=lease) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert len({env for env, _ in leases}) == 1
+    assert sum("built in" in record.getMessage() for record in caplog.records) == 1
+    env = leases[0][0]
+    assert python_says(env.python, "import trawltestdep, scrapy; print(trawltestdep.VALUE, scrapy.__version__)") == (
+        f"dep-2.0 {__import__('scrapy').__version__}"
+    ), "its own dependency, Trawl's Scrapy (not installed twice)"
+    assert not (env.site_packages / "scrapy").exists()
+    trawl = subprocess.run([sys.executable, "-c", "import trawltestdep"], capture_output=True)
+    assert trawl.returncode != 0, "Trawl's own environment is untouched"
+    for _, fd in leases:
+        os.close(fd)
+
+
+def test_a_dependency_nowhere_to_be_found_fails_the_build_with_pips_log(tmp_path):
+    version = packaged(tmp_path, dep="9.0")
+
+    with pytest.raises(EnvBuildError) as failure:
+        env_lease(package=version.package)
+
+    assert "pip install failed" in failure.value.message
+    assert "trawltestdep==9.0" in failure.value.log
+
+
+def test_an_environment_is_pruned_once_deprecated_and_released(tmp_path):
+    version = packaged(tmp_path, dep="1.0")
+    env, fd = env_lease(package=version.package)
+    sha = version.package.sha256
+
+    assert envs_prune(unused=packages_unused) == [], "active: kept"
+    ScraperVersion.objects.filter(pk=version.pk).update(deprecated_at=timezone.now())
+    assert envs_prune(unused=packages_unused) == [], "deprecated but held by a child: kept"
+    assert env.ready()
+    os.close(fd)
+    assert envs_prune(unused=packages_unused) == [sha]
+    assert not env.root.exists()

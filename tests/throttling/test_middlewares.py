@@ -1,0 +1,381 @@
+"""The downloader middlewares with hand-made requests and responses, against real Redis (and the database)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import HtmlResponse, Response
+from scrapy.utils.test import get_crawler
+
+from project.redis import get_redis
+from throttling.buckets import WAIT
+from throttling.middlewares import ThrottleMiddleware, UserAgentRotationMiddleware, egress_of
+from throttling.models import DomainThrottle, Proxy
+from throttling.proxies import ProxyEntry, ProxyPool, ProxyRotationMiddleware
+from throttling.services import throttle_buckets, throttle_create, throttle_rules_load, throttle_update
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
+
+
+@pytest.fixture
+def rule(django_capture_on_commit_callbacks):
+    def create(domain: str, **fields) -> DomainThrottle:
+        with django_capture_on_commit_callbacks(execute=True):
+            throttle = throttle_create(domain=domain, **fields)
+        throttle_rules_load()
+        return throttle
+
+    return create
+
+
+def throttle_middleware(**settings) -> tuple[ThrottleMiddleware, dict]:
+    crawler = get_crawler(Spider, settings)
+    return ThrottleMiddleware.from_crawler(crawler), crawler.stats
+
+
+def stat(stats, name: str):
+    return stats.get_value(f"throttle/{name}", 0)
+
+
+# --- ThrottleMiddleware ------------------------------------------------------------------------
+
+
+def test_requests_wait_for_tokens_without_blocking_the_event_loop(rule):
+    rule("example.com", rate=5, burst=1, ip_rate=100, ip_burst=100)
+    middleware, stats = throttle_middleware()
+    ticks = 0
+
+    async def ticker(done: asyncio.Event):
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    async def crawl():
+        done = asyncio.Event()
+        beat = asyncio.create_task(ticker(done))
+        requests = [Request(f"https://www.example.com/{n}") for n in range(4)]
+        results = await asyncio.gather(*(middleware.process_request(request) for request in requests))
+        done.set()
+        await beat
+        await middleware.close()
+        return results
+
+    assert asyncio.run(crawl()) == [None] * 4  # None: Scrapy goes on to download each one
+    assert stat(stats, "requests") == 4
+    assert stat(stats, "delayed") == 3, "burst 1: the first goes at once, the other three wait their turn"
+    assert stat(stats, "waits") >= 3
+    assert stat(stats, "wait_seconds") > 0
+    # Three tokens at 5/s take about 0.6 s; a loop blocked by a sleeping middleware would not tick meanwhile.
+    assert ticks >= 10
+
+
+def test_meta_dont_throttle_skips_the_buckets(rule):
+    rule("example.com", rate=0, burst=1)
+    middleware, stats = throttle_middleware()
+
+    async def crawl():
+        for _ in range(3):
+            await middleware.process_request(Request("https://example.com/", meta={"dont_throttle": True}))
+
+    asyncio.run(crawl())
+
+    assert stat(stats, "skipped") == 3
+    assert stat(stats, "requests") == 0
+    assert not get_redis().exists(throttle_buckets().bucket_key("example.com"))
+
+
+def test_requests_to_a_blocked_domain_are_dropped_and_counted(rule):
+    rule("example.com", blocked=True)
+    middleware, stats = throttle_middleware()
+
+    async def crawl():
+        await middleware.process_request(Request("https://shop.example.com/"))
+
+    with pytest.raises(IgnoreRequest, match="blocked"):
+        asyncio.run(crawl())
+    assert stat(stats, "blocked") == 1
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_pauses_the_domain_for_every_worker(rule, status):
+    rule("example.com", rate=100, burst=100, ip_rate=100, ip_burst=100)
+    middleware, stats = throttle_middleware()
+    request = Request("https://www.example.com/")
+    response = Response(request.url, status=status, headers={"Retry-After": "20"}, request=request)
+
+    asyncio.run(middleware.process_response(request, response))
+    elsewhere = throttle_buckets().take(get_redis(), host="api.example.com", egress="another-worker")
+
+    assert stat(stats, "paused") == 1
+    assert elsewhere.status == WAIT and elsewhere.wait > 19
+
+
+def test_a_pause_is_capped_and_needs_a_retry_after(rule):
+    rule("example.com", rate=100, burst=100, ip_rate=100, ip_burst=100)
+    middleware, stats = throttle_middleware()
+    middleware.max_pause = 5
+    request = Request("https://example.com/")
+    bare_503 = Response(request.url, status=503, request=request)
+    huge_429 = Response(request.url, status=429, headers={"Retry-After": "86400"}, request=request)
+
+    asyncio.run(middleware.process_response(request, bare_503))
+    assert throttle_buckets().take(get_redis(), host="example.com", egress="x").status != WAIT
+    asyncio.run(middleware.process_response(request, huge_429))
+    capped = throttle_buckets().take(get_redis(), host="example.com", egress="x")
+
+    assert stat(stats, "paused") == 1
+    assert capped.status == WAIT and capped.wait <= 5.01
+
+
+def test_each_egress_ip_has_its_own_bucket(rule):
+    rule("example.com", rate=100, burst=100, ip_rate=0, ip_burst=1)
+    middleware, stats = throttle_middleware()
+
+    async def crawl():
+        for label in ("proxy-a", "proxy-b", "proxy-c"):
+            await middleware.process_request(Request("https://example.com/", meta={"trawl_egress": label}))
+
+    asyncio.run(crawl())
+
+    assert stat(stats, "requests") == 3
+    assert stat(stats, "delayed") == 0, "an empty bucket for one egress IP must not hold back another"
+
+
+def test_the_egress_label_is_the_proxys_label_else_its_host_else_the_workers():
+    assert egress_of(Request("http://a.test/", meta={"trawl_egress": "ip-1", "proxy": "http://p:1"}), "w") == "ip-1"
+    assert egress_of(Request("http://a.test/", meta={"proxy": "http://user:pw@10.1.2.3:3128"}), "w") == "10.1.2.3"
+    assert egress_of(Request("http://a.test/", meta={"proxy": "10.1.2.4:3128"}), "w") == "10.1.2.4"
+    assert egress_of(Request("http://a.test/"), "worker-1") == "worker-1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_loads_the_rules_when_redis_has_none():
+    DomainThrottle.objects.create(domain="example.com", blocked=True)  # not published: Redis knows nothing yet
+    middleware, stats = throttle_middleware()
+
+    async def crawl():
+        await middleware.process_request(Request("https://example.com/"))
+
+    with pytest.raises(IgnoreRequest):
+        asyncio.run(crawl())
+    assert stat(stats, "rules_loaded") == 1
+    assert stat(stats, "blocked") == 1
+
+
+def test_a_rule_raised_while_requests_wait_lets_them_go(rule, django_capture_on_commit_callbacks):
+    throttle = rule("example.com", rate=0, burst=1, ip_rate=100, ip_burst=100)
+    middleware, stats = throttle_middleware()
+    middleware.max_sleep = 0.1
+    # As in a worker: the event loop runs in a thread of its own, the admin's save happens elsewhere.
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def crawl():
+        await asyncio.gather(*(middleware.process_request(Request(f"https://example.com/{n}")) for n in range(3)))
+
+    try:
+        crawling = asyncio.run_coroutine_threadsafe(crawl(), loop)
+        time.sleep(0.5)
+        granted_before = stat(stats, "requests")
+        with django_capture_on_commit_callbacks(execute=True):
+            throttle_update(throttle=throttle, rate=1000, burst=5)
+        crawling.result(timeout=30)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+    assert granted_before == 1, "rate 0: only the burst of 1 went before the change"
+    assert stat(stats, "requests") == 3
+
+
+@override_settings(TRAWL_THROTTLE_ENABLED=False)
+def test_the_throttle_can_be_switched_off_for_the_whole_project():
+    with pytest.raises(NotConfigured):
+        throttle_middleware()
+
+
+# --- UserAgentRotationMiddleware ---------------------------------------------------------------
+
+
+def ua_middleware(settings: dict, options: dict | None = None) -> UserAgentRotationMiddleware:
+    middleware = UserAgentRotationMiddleware.from_crawler(get_crawler(Spider, settings))
+    spider = Spider(name="s")
+    spider.options = options or {}
+    middleware.spider_opened(spider)
+    return middleware
+
+
+def user_agent(middleware, request: Request | None = None) -> str:
+    request = request or Request("http://a.test/")
+    middleware.process_request(request)
+    return request.headers.get(b"User-Agent", b"").decode()
+
+
+def test_user_agents_rotate_per_request():
+    middleware = ua_middleware({"TRAWL_USER_AGENTS": ["ua-1", "ua-2", "ua-3"]})
+
+    assert [user_agent(middleware) for _ in range(4)] == ["ua-1", "ua-2", "ua-3", "ua-1"]
+
+
+def test_a_jobs_useragent_option_pins_it():
+    middleware = ua_middleware({"TRAWL_USER_AGENTS": ["ua-1", "ua-2"]}, options={"useragent": "job-agent"})
+
+    assert user_agent(middleware) == ""  # left to Scrapy's UserAgentMiddleware, which sends USER_AGENT (the job's)
+
+
+def test_a_spiders_own_header_is_kept():
+    middleware = ua_middleware({"TRAWL_USER_AGENTS": ["ua-1"]})
+
+    assert user_agent(middleware, Request("http://a.test/", headers={"User-Agent": "mine"})) == "mine"
+
+
+def test_no_rotation_without_a_list():
+    with pytest.raises(NotConfigured):
+        ua_middleware({})
+
+
+# --- ProxyRotationMiddleware -------------------------------------------------------------------
+
+
+class FakeProxies:
+    def __init__(self, *entries: ProxyEntry) -> None:
+        self.entries = entries
+        self.groups: list[str] = []
+        self.cooled: list[str] = []
+
+    def load(self, *, group: str) -> list[ProxyEntry]:
+        self.groups.append(group)
+        return [ProxyEntry(entry.url, entry.label, entry.cooling_until) for entry in self.entries]
+
+    def cool(self, *, url: str, seconds: float) -> None:
+        self.cooled.append(url)
+
+
+def proxy_middleware(fake: FakeProxies, *, config: dict | None = None, **settings) -> ProxyRotationMiddleware:
+    crawler = get_crawler(Spider, settings)
+    middleware = ProxyRotationMiddleware.from_crawler(crawler)
+    middleware.load, middleware.cool = fake.load, fake.cool
+    spider = Spider(name="s")
+    spider.config = config or {}
+    asyncio.run(middleware.spider_opened(spider))
+    return middleware
+
+
+def through(middleware, request: Request) -> Request:
+    asyncio.run(middleware.process_request(request))
+    return request
+
+
+def test_requests_rotate_over_proxies_not_cooling_down():
+    fake = FakeProxies(
+        ProxyEntry("http://p1:8080", "ip-1"),
+        ProxyEntry("http://p2:8080", "ip-2"),
+        ProxyEntry("http://p3:8080", "ip-3", cooling_until=time.time() + 600),
+    )
+    middleware = proxy_middleware(fake)
+
+    requests = [through(middleware, Request("http://a.test/")) for _ in range(4)]
+
+    assert {request.meta["proxy"] for request in requests} == {"http://p1:8080", "http://p2:8080"}
+    assert all(
+        request.meta["trawl_egress"] == {"http://p1:8080": "ip-1", "http://p2:8080": "ip-2"}[request.meta["proxy"]]
+        for request in requests
+    )
+
+
+def test_a_blocked_proxy_cools_down_and_the_request_goes_again_through_another():
+    fake = FakeProxies(ProxyEntry("http://p1:8080", "ip-1"), ProxyEntry("http://p2:8080", "ip-2"))
+    middleware = proxy_middleware(fake)
+    request = through(middleware, Request("http://a.test/"))
+    first = request.meta["proxy"]
+
+    again = asyncio.run(middleware.process_response(request, Response(request.url, status=403, request=request)))
+    again = through(middleware, again)
+
+    assert fake.cooled == [first]
+    assert again.meta["proxy"] != first
+    assert again.meta["trawl_proxy_rotations"] == 1 and again.dont_filter
+
+
+def test_a_captcha_page_counts_as_blocked():
+    fake = FakeProxies(ProxyEntry("http://p1:8080", "ip-1"), ProxyEntry("http://p2:8080", "ip-2"))
+    middleware = proxy_middleware(fake)
+    request = through(middleware, Request("http://a.test/"))
+    page = HtmlResponse(request.url, body=b'<div class="g-recaptcha"></div>', request=request)
+
+    result = asyncio.run(middleware.process_response(request, page))
+
+    assert isinstance(result, Request)
+    assert fake.cooled == [request.meta["proxy"]]
+
+
+def test_rotation_gives_up_after_a_few_proxies():
+    fake = FakeProxies(ProxyEntry("http://p1:8080", "ip-1"), ProxyEntry("http://p2:8080", "ip-2"))
+    middleware = proxy_middleware(fake)
+    request = through(middleware, Request("http://a.test/", meta={"trawl_proxy_rotations": 2}))
+    refused = Response(request.url, status=429, request=request)
+
+    assert asyncio.run(middleware.process_response(request, refused)) is refused
+
+
+def test_a_proxy_the_spider_chose_is_left_alone():
+    middleware = proxy_middleware(FakeProxies(ProxyEntry("http://p1:8080", "ip-1")))
+
+    request = through(middleware, Request("http://a.test/", meta={"proxy": "http://mine:3128"}))
+    direct = through(middleware, Request("http://a.test/", meta={"dont_proxy": True}))
+
+    assert request.meta["proxy"] == "http://mine:3128" and "trawl_egress" not in request.meta
+    assert "proxy" not in direct.meta
+
+
+def test_the_proxy_group_comes_from_the_spider_config_else_the_settings():
+    by_config, by_setting = FakeProxies(), FakeProxies()
+
+    proxy_middleware(by_config, config={"proxy_group": "residential"}, TRAWL_PROXY_GROUP="datacenter")
+    proxy_middleware(by_setting, TRAWL_PROXY_GROUP="datacenter")
+
+    assert by_config.groups == ["residential"]
+    assert by_setting.groups == ["datacenter"]
+
+
+def test_without_proxies_requests_go_direct():
+    request = through(proxy_middleware(FakeProxies()), Request("http://a.test/"))
+
+    assert "proxy" not in request.meta
+
+
+def test_every_proxy_cooling_down_falls_back_to_the_one_rested_longest():
+    pool = ProxyPool([ProxyEntry("a", "a", cooling_until=200), ProxyEntry("b", "b", cooling_until=150)])
+
+    assert pool.pick(now=100).url == "b"
+
+
+def test_proxies_can_be_switched_off_per_version():
+    with pytest.raises(NotConfigured):
+        ProxyRotationMiddleware.from_crawler(get_crawler(Spider, {"TRAWL_PROXY_ENABLED": False}))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_proxies_and_cool_downs_live_in_the_database():
+    Proxy.objects.create(url="http://p1:8080", egress_label="ip-1")
+    Proxy.objects.create(url="http://p2:8080", egress_label="ip-2")
+    Proxy.objects.create(url="http://p3:8080", egress_label="ip-3", enabled=False)
+    Proxy.objects.create(url="http://p4:8080", egress_label="ip-4", group="other")
+    middleware = ProxyRotationMiddleware.from_crawler(get_crawler(Spider, {}))
+    asyncio.run(middleware.spider_opened(Spider(name="s")))
+    request = through(middleware, Request("http://a.test/"))
+
+    asyncio.run(middleware.process_response(request, Response(request.url, status=403, request=request)))
+
+    assert {entry.url for entry in middleware.pool.entries} == {"http://p1:8080", "http://p2:8080"}
+    cooled = Proxy.objects.get(url=request.meta["proxy"])
+    assert cooled.cooling_down_until > timezone.now()

@@ -1,0 +1,90 @@
+"""Admin for throttle rules and proxies. Saves go through the services, which publish rules to Redis."""
+
+from dataclasses import asdict
+
+from django import forms
+from django.contrib import admin
+from django.utils import timezone
+
+from project.errors import TrawlError
+from throttling.models import DomainThrottle, Proxy
+from throttling.services import (
+    default_limits,
+    domain_normalize,
+    proxies_cool_down_end,
+    throttle_delete,
+    throttle_save,
+    throttle_update,
+)
+
+
+class DomainThrottleForm(forms.ModelForm):
+    class Meta:
+        model = DomainThrottle
+        fields = ["domain", "rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "note"]
+
+    def clean_domain(self) -> str:
+        try:
+            return domain_normalize(self.cleaned_data["domain"])
+        except TrawlError as exc:
+            raise forms.ValidationError(exc.message) from exc
+
+    def clean(self):
+        cleaned = super().clean()
+        for name in ("burst", "ip_burst"):
+            if cleaned.get(name) is not None and cleaned[name] < 1:
+                self.add_error(name, "At least 1; to stop all requests, tick blocked.")
+        return cleaned
+
+
+@admin.register(DomainThrottle)
+class DomainThrottleAdmin(admin.ModelAdmin):
+    """Saves go through the throttle services, which publish the rule to Redis: running crawls obey it at once."""
+
+    form = DomainThrottleForm
+    list_display = ("domain", "rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "updated_at")
+    list_filter = ("blocked",)
+    search_fields = ("domain", "note")
+    actions = ["block", "unblock"]
+
+    def get_changeform_initial_data(self, request) -> dict:
+        return {**asdict(default_limits()), **super().get_changeform_initial_data(request)}
+
+    def save_model(self, request, obj, form, change) -> None:
+        throttle_save(throttle=obj)
+
+    def delete_model(self, request, obj) -> None:
+        throttle_delete(throttle=obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for throttle in queryset:
+            throttle_delete(throttle=throttle)
+
+    @admin.action(description="Block selected domains")
+    def block(self, request, queryset):
+        for throttle in queryset:
+            throttle_update(throttle=throttle, blocked=True)
+        self.message_user(request, f"Blocked {queryset.count()} domain(s); running crawls drop their requests now.")
+
+    @admin.action(description="Unblock selected domains")
+    def unblock(self, request, queryset):
+        for throttle in queryset:
+            throttle_update(throttle=throttle, blocked=False)
+        self.message_user(request, f"Unblocked {queryset.count()} domain(s).")
+
+
+@admin.register(Proxy)
+class ProxyAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "egress_label", "group", "enabled", "cooling", "cooling_down_until")
+    list_filter = ("enabled", "group")
+    search_fields = ("url", "egress_label", "note")
+    actions = ["end_cool_down"]
+
+    @admin.display(description="cooling down", boolean=True)
+    def cooling(self, proxy: Proxy) -> bool:
+        return bool(proxy.cooling_down_until and proxy.cooling_down_until > timezone.now())
+
+    @admin.action(description="End the cool-down of selected proxies")
+    def end_cool_down(self, request, queryset):
+        count = proxies_cool_down_end(proxies=queryset)
+        self.message_user(request, f"{count} proxy(ies) back in rotation (workers see it within seconds).")

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ThrottlingConfig(AppConfig):
+    name = "throttling"
+    verbose_name = "Throttling"

@@ -1,0 +1,137 @@
+"""Politeness token buckets in Redis, shared by every worker: key names, the Lua script, what its answer means.
+
+The rule itself (refill, take from both buckets or neither, how long to wait) is `throttle.lua`, run with EVALSHA
+so every decision is atomic and costs one round trip. Time comes from Redis `TIME`. This module only names keys,
+resolves a host to the domains whose rules may apply, and runs the script (blocking or asyncio). No Django here:
+the benchmark and the Scrapy middleware use it as is.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+import tldextract
+
+SCRIPT = Path(__file__).with_name("buckets.lua").read_text()
+SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
+GRANTED, WAIT, BLOCKED, STALE = "granted", "wait", "blocked", "stale"
+_STATUSES = {1: GRANTED, 0: WAIT, -1: BLOCKED, -2: STALE}
+_RULES = {1: "host", 2: "domain", 3: "default"}
+
+# The Public Suffix List snapshot shipped inside tldextract: never fetched from the network, never cached on disk.
+_psl = tldextract.TLDExtract(cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True)
+
+
+@functools.lru_cache(maxsize=8192)
+def registered_domain(host: str) -> str:
+    """`www.shop.example.co.uk` → `example.co.uk`. Hosts without a public suffix (IPs, localhost) are their own."""
+    host = host.lower().rstrip(".")
+    return _psl(host).top_domain_under_public_suffix or host
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One domain's politeness: the domain bucket, each (egress IP, domain) bucket, a scale on both rates."""
+
+    rate: float
+    burst: int
+    ip_rate: float
+    ip_burst: int
+    scale: float = 1.0
+    blocked: bool = False
+
+    def as_redis(self) -> str:
+        """The rule as the script reads it: "rate burst ip_rate ip_burst scale blocked"."""
+        return f"{self.rate!r} {self.burst} {self.ip_rate!r} {self.ip_burst} {self.scale!r} {int(self.blocked)}"
+
+    @classmethod
+    def from_redis(cls, value: str) -> Limits:
+        rate, burst, ip_rate, ip_burst, scale, blocked = value.split()
+        return cls(float(rate), int(burst), float(ip_rate), int(ip_burst), float(scale), blocked == "1")
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: str  # granted | wait | blocked | stale (rules not loaded into Redis: load them, then ask again)
+    wait: float = 0.0  # seconds, when status is `wait`
+    rule: str = ""  # whose rule decided: host | domain | default
+
+
+class TokenBuckets:
+    """Takes one token from a domain's bucket and one from its (egress IP, domain) bucket, atomically, or none."""
+
+    def __init__(self, *, defaults: Limits, prefix: str) -> None:
+        self.defaults = defaults
+        self.prefix = prefix
+        self.sha = SCRIPT_SHA
+        self.rules_loaded_key = f"{prefix}:loaded"
+        self.rules_index_key = f"{prefix}:rules"
+        self.version_key = f"{prefix}:version"
+
+    def rule_key(self, domain: str) -> str:
+        return f"{self.prefix}:rule:{domain}"
+
+    def bucket_key(self, domain: str, egress: str | None = None) -> str:
+        return f"{self.prefix}:bucket:{domain}" + (f":ip:{egress}" if egress is not None else "")
+
+    def _call(self, host: str, egress: str, mode: str, pause: float = 0.0) -> tuple[list[str], list[Any]]:
+        host = host.lower().rstrip(".")
+        domain = registered_domain(host)
+        keys = [self.rule_key(host), self.rule_key(domain), self.rules_loaded_key]
+        keys += [self.bucket_key(host), self.bucket_key(host, egress)]
+        keys += [self.bucket_key(domain), self.bucket_key(domain, egress)]
+        d = self.defaults
+        return keys, [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause]
+
+    def take(self, client: redis.Redis, *, host: str, egress: str) -> Decision:
+        return _decision(self._eval(client, *self._call(host, egress, "take")))
+
+    async def take_async(self, client: Any, *, host: str, egress: str) -> Decision:
+        return _decision(await self._eval_async(client, *self._call(host, egress, "take")))
+
+    def pause(self, client: redis.Redis, *, host: str, seconds: float) -> float:
+        """Empty the domain's bucket and refill nothing for `seconds`, for every worker. Returns the pause left."""
+        return self._eval(client, *self._call(host, "-", "pause", seconds))[1] / 1000
+
+    async def pause_async(self, client: Any, *, host: str, seconds: float) -> float:
+        return (await self._eval_async(client, *self._call(host, "-", "pause", seconds)))[1] / 1000
+
+    def _eval(self, client: redis.Redis, keys: list[str], args: list[Any]) -> list[int]:
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:  # Redis restarted or SCRIPT FLUSH: load it once more
+            self.sha = client.script_load(SCRIPT)
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+
+    async def _eval_async(self, client: Any, keys: list[str], args: list[Any]) -> list[int]:
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            self.sha = await client.script_load(SCRIPT)
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+
+
+def _decision(reply: list[int]) -> Decision:
+    status, wait_ms, rule = (int(part) for part in reply)
+    return Decision(_STATUSES[status], wait_ms / 1000, _RULES.get(rule, ""))
+
+
+def retry_after_seconds(value: bytes | str | None, *, now: float) -> float | None:
+    """Seconds a `Retry-After` header asks for (delta-seconds or an HTTP date), or None if absent or unreadable."""
+    if not value:
+        return None
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    text = text.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now) if when.tzinfo else None

@@ -1,0 +1,216 @@
+"""Trawl's downloader middlewares: the cluster-wide throttle and User-Agent rotation (proxies: proxies.py).
+
+They run in the reactor thread. Anything that may take time (Redis, the database) is awaited on the asyncio loop
+or run in a thread: the reactor is never blocked. Settings are read once, in `from_crawler`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+import redis.asyncio
+from django.conf import settings as django_settings
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Response
+from scrapy.statscollectors import StatsCollector
+from scrapy.utils.httpobj import urlparse_cached
+
+from throttling.buckets import BLOCKED, GRANTED, STALE, Decision, TokenBuckets, retry_after_seconds
+
+logger = logging.getLogger("trawl.throttle")
+
+PAUSE_STATUSES = (429, 503)
+REDIS_ATTEMPTS = 5
+
+
+class DomainBlocked(IgnoreRequest):
+    """The request's domain is blocked by its throttle rule: dropped before it leaves."""
+
+
+def trawl_knob(crawler: Crawler, name: str) -> Any:
+    """A Trawl knob a scraper or version may set in its Scrapy settings; else the project's default."""
+    return crawler.settings.get(name, getattr(django_settings, name))
+
+
+def egress_of(request: Request, default: str) -> str:
+    """The egress IP label a request leaves from: its proxy's label, else the proxy's host, else the worker's."""
+    if request.meta.get("trawl_egress"):
+        return request.meta["trawl_egress"]
+    proxy = request.meta.get("proxy")
+    if proxy:
+        return urlsplit(proxy if "://" in proxy else f"http://{proxy}").hostname or default
+    return default
+
+
+def load_rules() -> bool:
+    """Mirror the throttle rules into Redis (in a worker thread: it reads the database)."""
+    from django.db import close_old_connections
+
+    from throttling.services import throttle_rules_load
+
+    try:
+        return throttle_rules_load()
+    finally:
+        close_old_connections()
+
+
+class ThrottleMiddleware:
+    """Before every request, take a token from its domain's bucket and its (egress IP, domain) bucket in Redis.
+
+    While either is empty the request waits (asyncio sleep, at most `max_sleep` at a time so a rule changed meanwhile
+    applies at once) and asks again. Blocked domains: the request is dropped. A 429/503 with Retry-After pauses the
+    domain for every worker. `request.meta["dont_throttle"] = True` lets one request skip all of this.
+    """
+
+    def __init__(
+        self,
+        *,
+        buckets: TokenBuckets,
+        redis_url: str,
+        egress: str,
+        stats: StatsCollector,
+        max_sleep: float = 1.0,
+        max_pause: float = 3600.0,
+        load_rules: Callable[[], bool] = load_rules,
+    ) -> None:
+        self.buckets = buckets
+        self.redis_url = redis_url
+        self.egress = egress
+        self.stats = stats
+        self.max_sleep = max_sleep
+        self.max_pause = max_pause
+        self.load_rules = load_rules
+        self._redis: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ThrottleMiddleware:
+        middleware = cls(**throttle_options(), stats=crawler.stats)
+        crawler.signals.connect(middleware.close, signal=signals.spider_closed)
+        return middleware
+
+    async def process_request(self, request: Request) -> None:
+        if request.meta.get("dont_throttle"):
+            self.stats.inc_value("throttle/skipped")
+            return None
+        host = urlparse_cached(request).hostname
+        if not host:
+            return None
+        waited = await self._acquire(host, egress_of(request, self.egress))
+        self.stats.inc_value("throttle/requests")
+        if waited:
+            self.stats.inc_value("throttle/delayed")
+            self.stats.inc_value("throttle/wait_seconds", round(waited, 3))
+        return None
+
+    async def _acquire(self, host: str, egress: str) -> float:
+        """Wait until both buckets gave a token; return the seconds spent sleeping."""
+        waited, failures = 0.0, 0
+        while True:
+            try:
+                decision = await self.buckets.take_async(await self._client(), host=host, egress=egress)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                failures += 1
+                self.stats.inc_value("throttle/redis_errors")
+                if failures >= REDIS_ATTEMPTS:
+                    raise
+                logger.warning("throttle: redis unavailable (%s); asking again in %.1fs", exc, self.max_sleep)
+                delay = self.max_sleep
+            else:
+                if decision.status == GRANTED:
+                    return waited
+                delay = min(await self._delay(host, decision), self.max_sleep)
+            if delay > 0:
+                self.stats.inc_value("throttle/waits")
+                await asyncio.sleep(delay)
+                waited += delay
+
+    async def _delay(self, host: str, decision: Decision) -> float:
+        if decision.status == BLOCKED:
+            self.stats.inc_value("throttle/blocked")
+            raise DomainBlocked(f"{host} is blocked by its throttle rule ({decision.rule})")
+        if decision.status == STALE:
+            # Only one process loads the rules; the others ask again a moment later.
+            loaded = await asyncio.to_thread(self.load_rules)
+            self.stats.inc_value("throttle/rules_loaded" if loaded else "throttle/rules_awaited")
+            return 0.0 if loaded else 0.05
+        return decision.wait
+
+    async def process_response(self, request: Request, response: Response) -> Response:
+        if response.status in PAUSE_STATUSES:
+            seconds = retry_after_seconds(response.headers.get(b"Retry-After"), now=time.time())
+            host = urlparse_cached(request).hostname
+            if seconds and host:
+                seconds = min(seconds, self.max_pause)
+                await self.buckets.pause_async(await self._client(), host=host, seconds=seconds)
+                self.stats.inc_value("throttle/paused")
+                logger.info("throttle: %s answered %s, pausing it for %.0fs", host, response.status, seconds)
+        return response
+
+    async def _client(self) -> Any:
+        # One client per event loop: redis.asyncio connections belong to the loop that opened them.
+        loop = asyncio.get_running_loop()
+        if self._redis is None or self._loop is not loop:
+            self._redis = redis.asyncio.Redis.from_url(
+                self.redis_url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5
+            )
+            self._loop = loop
+        return self._redis
+
+    async def close(self) -> None:
+        if self._redis is not None and self._loop is asyncio.get_running_loop():
+            await self._redis.aclose()
+        self._redis = self._loop = None
+
+
+def throttle_options() -> dict[str, Any]:
+    """ThrottleMiddleware's arguments from the project's settings: politeness is not a scraper's to turn off."""
+    from throttling.services import throttle_buckets
+
+    if not django_settings.TRAWL_THROTTLE_ENABLED:
+        raise NotConfigured("TRAWL_THROTTLE_ENABLED is off")
+    return {
+        "buckets": throttle_buckets(),
+        "redis_url": django_settings.REDIS_URL,
+        "egress": django_settings.TRAWL_EGRESS_LABEL,
+        "max_sleep": float(django_settings.TRAWL_THROTTLE_MAX_SLEEP),
+        "max_pause": float(django_settings.TRAWL_THROTTLE_MAX_PAUSE),
+    }
+
+
+class UserAgentRotationMiddleware:
+    """Give each request the next User-Agent of TRAWL_USER_AGENTS (a scraper or version may set its own list).
+
+    Off when the list is empty, for a job that pinned one with the `useragent` option, and for a request whose
+    spider set its own User-Agent header. Runs before Scrapy's UserAgentMiddleware, which only fills in blanks.
+    """
+
+    def __init__(self, *, user_agents: list[str]) -> None:
+        if not user_agents:
+            raise NotConfigured  # silently: most crawls rotate nothing
+        self._next = itertools.cycle(user_agents).__next__
+        self.pinned = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> UserAgentRotationMiddleware:
+        middleware = cls(user_agents=list(trawl_knob(crawler, "TRAWL_USER_AGENTS") or ()))
+        crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
+        return middleware
+
+    def spider_opened(self, spider: Spider) -> None:
+        # The job's `useragent` option already became USER_AGENT; rotating would override it.
+        self.pinned = bool((getattr(spider, "options", None) or {}).get("useragent"))
+
+    def process_request(self, request: Request) -> None:
+        if not self.pinned and not request.meta.get("dont_rotate_useragent"):
+            request.headers.setdefault(b"User-Agent", self._next())
+        return None

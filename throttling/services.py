@@ -1,0 +1,198 @@
+"""Throttle rules and proxies. Rules live in the database, mirrored into Redis where the bucket script reads them.
+
+Every write goes through these services, which publish the change to Redis when its transaction commits, so running
+crawls obey it from their next request on. A change made another way (a shell, a fixture) reaches Redis when the
+mirror expires (TRAWL_THROTTLE_RULES_TTL seconds) and the next worker that notices reloads it from the database.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from project.errors import TrawlError
+from project.redis import get_redis, redis_key
+from throttling.buckets import Limits, TokenBuckets, registered_domain
+from throttling.models import DomainThrottle, Proxy
+
+logger = logging.getLogger("trawl.throttle")
+
+FIELDS = ("rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "note")
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_LOAD_LOCK_SECONDS = 30
+
+
+def default_limits() -> Limits:
+    """The buckets of a domain no rule names, from settings."""
+    return Limits(**settings.TRAWL_THROTTLE_DEFAULTS)
+
+
+def throttle_buckets() -> TokenBuckets:
+    return TokenBuckets(defaults=default_limits(), prefix=redis_key("throttle"))
+
+
+def domain_normalize(value: str, *, field: str = "domain") -> str:
+    """A host name or IP address as rules store it: lower case, no trailing dot, IDNA-encoded."""
+    domain = (value or "").strip().lower().rstrip(".")
+    try:
+        return str(ipaddress.ip_address(domain))
+    except ValueError:
+        pass
+    try:
+        domain = domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        domain = ""
+    labels = domain.split(".")
+    if not domain or len(domain) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise TrawlError(f"{value!r} is not a host name: give one like example.com or shop.example.com", field=field)
+    return domain
+
+
+def throttle_limits(throttle: DomainThrottle) -> Limits:
+    return Limits(
+        rate=throttle.rate,
+        burst=throttle.burst,
+        ip_rate=throttle.ip_rate,
+        ip_burst=throttle.ip_burst,
+        scale=throttle.scale,
+        blocked=throttle.blocked,
+    )
+
+
+@transaction.atomic
+def throttle_create(*, domain: str, **fields: Any) -> DomainThrottle:
+    """A rule for `domain`; fields left out take the defaults unknown domains get."""
+    values = {**asdict(default_limits()), "blocked": False, "note": ""}
+    values.update({name: value for name, value in fields.items() if name in FIELDS})
+    if DomainThrottle.objects.filter(domain=domain_normalize(domain)).exists():
+        raise TrawlError(f"{domain} already has a throttle rule; change it with PUT or PATCH", field="domain")
+    return throttle_save(throttle=DomainThrottle(domain=domain, **values))
+
+
+@transaction.atomic
+def throttle_update(*, throttle: DomainThrottle, **fields: Any) -> DomainThrottle:
+    """Change some fields (a new `domain` renames the rule); running crawls obey the change on their next request."""
+    for name, value in fields.items():
+        if name in (*FIELDS, "domain"):
+            setattr(throttle, name, value)
+    return throttle_save(throttle=throttle)
+
+
+@transaction.atomic
+def throttle_save(*, throttle: DomainThrottle) -> DomainThrottle:
+    """Validate and store a rule (new or changed, e.g. by the admin) and publish it to Redis on commit."""
+    throttle.domain = domain_normalize(throttle.domain)
+    taken = DomainThrottle.objects.filter(domain=throttle.domain).exclude(pk=throttle.pk).exists()
+    if taken:
+        raise TrawlError(f"{throttle.domain} already has a throttle rule", field="domain")
+    for name in ("burst", "ip_burst"):
+        if getattr(throttle, name) < 1:
+            raise TrawlError(f"{name} must be at least 1 (to stop all requests, set blocked)", field=name)
+    try:
+        throttle.full_clean(validate_unique=False)
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        raise TrawlError(messages[0], field=field) from exc
+    previous = DomainThrottle.objects.filter(pk=throttle.pk).values_list("domain", flat=True).first()
+    throttle.save()
+    domain, limits = throttle.domain, throttle_limits(throttle)
+    # robust: with Redis down the rule is still saved; the mirror catches up at its next reload (RULES_TTL).
+    transaction.on_commit(lambda: throttle_publish(domain=domain, limits=limits, previous=previous), robust=True)
+    return throttle
+
+
+@transaction.atomic
+def throttle_delete(*, throttle: DomainThrottle) -> None:
+    domain = throttle.domain
+    throttle.delete()
+    transaction.on_commit(lambda: throttle_publish(domain=domain, limits=None), robust=True)
+
+
+def throttle_publish(*, domain: str, limits: Limits | None, previous: str | None = None) -> None:
+    """Mirror one rule into Redis (None removes it). Bumping the version aborts a full reload running meanwhile."""
+    buckets = throttle_buckets()
+    with get_redis().pipeline(transaction=True) as pipe:
+        if previous and previous != domain:
+            pipe.delete(buckets.rule_key(previous))
+            pipe.srem(buckets.rules_index_key, previous)
+        if limits is None:
+            pipe.delete(buckets.rule_key(domain))
+            pipe.srem(buckets.rules_index_key, domain)
+        else:
+            pipe.set(buckets.rule_key(domain), limits.as_redis())
+            pipe.sadd(buckets.rules_index_key, domain)
+        pipe.incr(buckets.version_key)
+        pipe.execute()
+    logger.info("throttle rule published domain=%s limits=%s", domain, limits)
+
+
+def throttle_rules_load() -> bool:
+    """Mirror every rule into Redis and mark the mirror fresh for TRAWL_THROTTLE_RULES_TTL seconds.
+
+    Called by a worker whose bucket script found no fresh mirror. Only one process loads at a time; the others get
+    False and ask the script again shortly. A rule published while we read the database makes us read it again.
+    """
+    client, buckets = get_redis(), throttle_buckets()
+    lock = f"{buckets.prefix}:loading"
+    if not client.set(lock, "1", nx=True, ex=_LOAD_LOCK_SECONDS):
+        return False
+    try:
+        while True:
+            with client.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(buckets.version_key)
+                    rules = {row.domain: throttle_limits(row) for row in DomainThrottle.objects.all()}
+                    gone = set(pipe.smembers(buckets.rules_index_key)) - set(rules)
+                    pipe.multi()
+                    for domain in gone:
+                        pipe.delete(buckets.rule_key(domain))
+                    for domain, limits in rules.items():
+                        pipe.set(buckets.rule_key(domain), limits.as_redis())
+                    pipe.delete(buckets.rules_index_key)
+                    if rules:
+                        pipe.sadd(buckets.rules_index_key, *rules)
+                    pipe.set(buckets.rules_loaded_key, "1", ex=settings.TRAWL_THROTTLE_RULES_TTL)
+                    pipe.execute()
+                    logger.info("throttle rules loaded into redis count=%d", len(rules))
+                    return True
+                except redis.WatchError:
+                    continue
+    finally:
+        client.delete(lock)
+
+
+def throttle_for_host(host: str) -> DomainThrottle | None:
+    """The rule that applies to a host: its own if it has one, else its registered domain's."""
+    host = host.lower().rstrip(".")
+    rules = {row.domain: row for row in DomainThrottle.objects.filter(domain__in={host, registered_domain(host)})}
+    return rules.get(host) or rules.get(registered_domain(host))
+
+
+def throttle_check_url(*, url: str, field: str = "url") -> None:
+    """Refuse a crawl of a blocked domain before it is queued."""
+    host = urlsplit(url).hostname or ""
+    rule = throttle_for_host(host) if host else None
+    if rule is not None and rule.blocked:
+        raise TrawlError(f"{host} is blocked (throttle rule for {rule.domain}): Trawl does not crawl it", field=field)
+
+
+def proxy_cool_down(*, url: str, seconds: float) -> None:
+    """Rest a proxy a site blocked: no worker picks it until then (each sees it at its next proxy refresh)."""
+    until = timezone.now() + timedelta(seconds=seconds)
+    Proxy.objects.filter(url=url).exclude(cooling_down_until__gt=until).update(cooling_down_until=until)
+    logger.info("proxy cooling down url=%s until=%s", url.rsplit("@", 1)[-1], until.isoformat())
+
+
+def proxies_cool_down_end(*, proxies: Any) -> int:
+    return proxies.update(cooling_down_until=None)

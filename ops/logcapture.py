@@ -95,8 +95,9 @@ def _logger(name: str) -> logging.Logger:
 
 
 @contextlib.contextmanager
-def _installed(capture: JobLogCapture) -> Iterator[None]:
-    """The handler on the root logger, the console filtered as before; every level restored afterwards."""
+def log_handler_installed(capture: logging.Handler) -> Iterator[None]:
+    """The handler on the root logger, the console filtered as before; every level restored afterwards. Also used by
+    a packaged version's child process (crawls.scraping.child), whose handler forwards records to its worker."""
     global _active
     root = logging.getLogger()
     levels_before = {name: _logger(name).level for name in LOWERED}
@@ -124,7 +125,7 @@ def job_log_capture(*, job_id: object, attempt: int, shard: int = 0, level: str 
     stop = threading.Event()
     flusher = threading.Thread(target=_flush_every, args=(capture, stop), name="joblog-flush", daemon=True)
     try:
-        with _installed(capture):
+        with log_handler_installed(capture):
             job_log_level(level=level)
             flusher.start()
             try:

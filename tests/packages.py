@@ -27,6 +27,7 @@ class ShopSpider(scrapy.Spider):
         self.start_urls = [url]
 
     def parse(self, response):
+        self.logger.info("packaged %s parsed %s", OUTPUT, response.url)
         yield {{"url": response.url, "output": OUTPUT, "dep": {dep_value}, "title": response.css("h1::text").get()}}
         for href in response.css("a.product::attr(href), a.next::attr(href)").getall():
             yield response.follow(href, self.parse)
@@ -37,6 +38,7 @@ class FollowSpider(ShopSpider):
     name = "packaged_follow"
 
     def parse(self, response):
+        self.logger.info("packaged %s parsed %s", OUTPUT, response.url)
         yield {{"url": response.url, "output": OUTPUT}}
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href, self.parse)

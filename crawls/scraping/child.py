@@ -8,12 +8,14 @@ without one, or when its parent goes away (stdin closes).
 
 Commands arrive on stdin, one JSON object per line: `crawl {job, spider, settings, kwargs}`, `stop {job}`,
 `check {spider}`, `exit`. Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per
-line: `item`, `stats` (every second), `error` (the first spider exception), `end` (final stats, finish reason or
-crawl error), `checked`. The spider's own prints go to stderr, never into that channel.
+line: `item`, `stats` (every second), `error` (the first spider exception), `log` (a log record of the crawl, at the
+crawl's LOG_LEVEL, for the job's log), `end` (final stats, finish reason or crawl error), `checked`. The spider's own
+prints go to stderr, never into that channel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -35,10 +37,14 @@ class CrawlServer:
         self.first_error = ""
         self.idle_call = None
         self.stats_loop = None
+        self.log_scope = contextlib.ExitStack()
+        self.send_lock = threading.Lock()  # log records may come from any thread
 
     def send(self, kind: str, **fields: Any) -> None:
-        self.out.write(json.dumps({"t": kind, **fields}, default=str) + "\n")
-        self.out.flush()
+        line = json.dumps({"t": kind, **fields}, default=str) + "\n"
+        with self.send_lock:
+            self.out.write(line)
+            self.out.flush()
 
     def read_commands(self) -> None:
         """Thread: stdin → the reactor. EOF means the parent is gone: stop."""
@@ -79,6 +85,7 @@ class CrawlServer:
         crawler.signals.connect(self.on_closed, signal=signals.spider_closed, weak=False)
         self.crawler = crawler
         self.closed_stats, self.reason = None, ""
+        self._forward_log(level=str(command["settings"].get("LOG_LEVEL") or "INFO"))
         self._start_stats()
         deferred = runner.crawl(crawler, **command["kwargs"])
         deferred.addCallbacks(lambda _: self.finished(""), lambda f: self.finished(f"{f.type.__name__}: {f.value}"))
@@ -103,9 +110,17 @@ class CrawlServer:
         stats = self.closed_stats if self.closed_stats is not None else self._stats()
         if self.reason:
             stats["finish_reason"] = self.reason  # Scrapy sets it after spider_closed handlers ran
+        self.log_scope.close()
         self.send("end", job=self.job, stats=stats, reason=self.reason, crawl_error=crawl_error)
         self.crawler = None
         self._arm_idle()
+
+    def _forward_log(self, *, level: str) -> None:
+        """The crawl's log records go to the worker, which writes them into the job's log (ops.logcapture)."""
+        from ops.logcapture import job_log_level, log_handler_installed
+
+        self.log_scope.enter_context(log_handler_installed(LogForwarder(self, job=self.job)))
+        job_log_level(level=level)
 
     def _stats(self) -> dict[str, Any]:
         return dict(self.crawler.stats.get_stats()) if self.crawler is not None and self.crawler.stats else {}
@@ -127,6 +142,23 @@ class CrawlServer:
     def quit(self) -> None:
         if self.reactor.running:
             self.reactor.stop()
+
+
+class LogForwarder(logging.Handler):
+    def __init__(self, server: CrawlServer, *, job: str) -> None:
+        super().__init__()
+        self.server, self.job = server, job
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            exc_text = record.exc_text or ""
+            if record.exc_info and not exc_text:
+                exc_text = logging.Formatter().formatException(record.exc_info)
+            fields = {"name": record.name, "levelno": record.levelno, "levelname": record.levelname}
+            message = {**fields, "msg": record.getMessage(), "created": record.created, "exc_text": exc_text}
+            self.server.send("log", job=self.job, d=message)
+        except Exception:  # a record that cannot be sent must not break the crawl that logged it
+            self.handleError(record)
 
 
 def spider_problem(path: str) -> str:

@@ -7,6 +7,7 @@ JobTracker upserts items, heartbeats and notices cancel exactly as for an in-pro
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -84,6 +85,14 @@ def _pump(child: Child, session: CrawlSession, crawl_id: str, *, wait: float) ->
             session.reported_stats = message["d"]
         elif kind == "error":
             session.first_spider_error = message["d"]
+        elif kind == "log":
+            _relog(message["d"])
         elif kind == "end":
             return message
     return None
+
+
+def _relog(fields: dict[str, Any]) -> None:
+    """A child's log record, handled here as if logged here: this process's job log capture stores it."""
+    record = logging.makeLogRecord({**fields, "args": None, "exc_text": fields.get("exc_text") or None})
+    logging.getLogger(record.name).handle(record)

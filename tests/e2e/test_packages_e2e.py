@@ -209,6 +209,10 @@ def test_a_packaged_crawl_is_cancelled_and_timed_out_like_any_other(package_work
     after = crawl(api, shop_site, [1], package_worker)
     assert [j.status for j in after] == ["succeeded"]
     assert {item.data["output"] for item in Item.objects.filter(last_job=after[0])} == {"v1"}
+    # The child's log records are in the job's log, as an in-process crawl's are.
+    log = api.get(f"/api/jobs/{after[0].pk}/log/").content.decode()
+    assert " INFO scrapy.core.engine Spider opened" in log, log
+    assert f" INFO packaged_follow packaged v1 parsed {shop_site.url}/product-1.html" in log, log
 
 
 def test_a_failing_packaged_canary_is_rolled_back_and_compared(package_worker, package_dirs, shop_site, api):

@@ -17,6 +17,12 @@ from django.db import connection
 from project.celery import app
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+_running: dict[str, Worker] = {}  # hostname → worker, for every worker this test process started and not yet stopped
+
+
+def workers_running(*, broker_url: str) -> list[str]:
+    """Hostnames of the workers this process started on `broker_url` that are still running."""
+    return [name for name, worker in _running.items() if worker.broker_url == broker_url and worker.alive()]
 
 
 def test_database_url() -> str:
@@ -39,6 +45,14 @@ class Worker:
         self.extra_env = env or {}
         self.log_path = log_dir / f"{self.name.split('@')[0]}.log"
         self.process: subprocess.Popen | None = None
+
+    @property
+    def hostname(self) -> str:
+        return self.name.replace("%h", os.uname().nodename)
+
+    @property
+    def broker_url(self) -> str:
+        return self.extra_env.get("REDIS_URL", settings.REDIS_URL)
 
     def start(self, timeout: float = 60) -> Worker:
         env = {
@@ -82,9 +96,13 @@ class Worker:
             if self.process.poll() is not None:
                 raise RuntimeError(f"worker exited with {self.process.returncode}:\n{self.log_tail()}")
             if app.control.ping(destination=[hostname], timeout=0.5):
+                _running[hostname] = self
                 return
         self.stop()
         raise RuntimeError(f"worker not ready within {timeout}s:\n{self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def pool_pids(self) -> list[int]:
         import psutil
@@ -98,6 +116,7 @@ class Worker:
             return ""
 
     def stop(self, timeout: float = 20) -> None:
+        _running.pop(self.hostname, None)
         if self.process is None or self.process.poll() is not None:
             return
         pgid = os.getpgid(self.process.pid)

@@ -18,7 +18,7 @@ from pathlib import Path
 from django.conf import settings
 
 from project.celery import app
-from tests.workers import BASE_DIR, Worker, test_database_url
+from tests.workers import BASE_DIR, Worker, test_database_url, workers_running
 
 QUEUES = ("crawls", "control", "callbacks")
 # Fast retries and sweeps for worker processes started by these tests; production values are minutes.
@@ -108,25 +108,43 @@ def hostname(worker: Worker) -> str:
 @contextlib.contextmanager
 def exclusive(*workers: Worker, queues: Iterable[str] = QUEUES) -> Iterator[None]:
     """Other workers on this broker (say the session's crawl worker) stop consuming `queues` meanwhile, so tasks go
-    only to `workers`, which run with the settings these tests need."""
+    only to `workers`, which run with the settings these tests need. The others are the workers this process started
+    (a ping under load can miss one, and a missed worker silently takes jobs with the wrong settings)."""
     mine = {hostname(worker) for worker in workers}
-    others = [name for reply in app.control.ping(timeout=1.0) or [] for name in reply if name not in mine]
-    with pause(others, queues=queues):
+    started = set(workers_running(broker_url=settings.REDIS_URL)) - mine
+    pinged = {name for reply in app.control.ping(timeout=1.0) or [] for name in reply} - mine - started
+    with pause(sorted(started), queues=queues), pause(sorted(pinged), queues=queues, answers_needed=False):
         yield
 
 
 @contextlib.contextmanager
-def pause(hostnames: list[str], *, queues: Iterable[str] = QUEUES) -> Iterator[None]:
-    queues = list(queues)
-    if hostnames:
-        for queue in queues:
-            app.control.cancel_consumer(queue, destination=hostnames, reply=True, timeout=5)
+def pause(hostnames: list[str], *, queues: Iterable[str] = QUEUES, answers_needed: bool = True) -> Iterator[None]:
+    queues, attempts = list(queues), 5 if answers_needed else 1
+    for queue in queues:
+        _control_all("cancel_consumer", queue, hostnames, attempts=attempts, answers_needed=answers_needed)
     try:
         yield
     finally:
-        if hostnames:
-            for queue in queues:
-                app.control.add_consumer(queue, destination=hostnames, reply=True, timeout=5)
+        # A worker stopped or killed meanwhile cannot answer; every one still running must.
+        alive = set(workers_running(broker_url=settings.REDIS_URL))
+        for queue in queues:
+            for names, needed in (
+                (sorted(set(hostnames) & alive), answers_needed),
+                (sorted(set(hostnames) - alive), False),
+            ):
+                _control_all("add_consumer", queue, names, attempts=attempts if needed else 1, answers_needed=needed)
+
+
+def _control_all(command: str, queue: str, hostnames: list[str], *, attempts: int, answers_needed: bool) -> None:
+    """`celery control <command> <queue>` until every one of `hostnames` has answered."""
+    waiting = set(hostnames)
+    for _ in range(attempts):
+        if not waiting:
+            return
+        replies = getattr(app.control, command)(queue, destination=sorted(waiting), reply=True, timeout=5) or []
+        waiting -= {name for reply in replies for name in reply}
+    if waiting and answers_needed:
+        raise RuntimeError(f"{command} {queue}: no answer from {sorted(waiting)}")
 
 
 def kill_hard(worker: Worker) -> None:

@@ -178,7 +178,6 @@ class PrivateWorker(Worker):
 
     def __init__(self, *, broker_url: str, **kwargs) -> None:
         super().__init__(env={**REAPER_ENV, "REDIS_URL": broker_url, "TRAWL_BATCH_JOB_LOST_SECONDS": "120"}, **kwargs)
-        self.broker_url = broker_url
 
     def _wait_ready(self, timeout: float) -> None:
         # Our control client talks to the session's broker, so read the worker's own "ready." line instead.

@@ -15,6 +15,7 @@ from ops import stats
 from ops.queues import queue_depths, queue_samples
 from ops.stats import FINAL_STATUSES, LIFETIME, stats_per_minute, stats_windows, summarize, throttle_numbers
 from ops.workers import workers_report
+from throttling.services import throttle_adaptive_report
 
 KINDS = (("domains", "domain"), ("scrapers", "scraper"), ("versions", "version"))
 
@@ -40,6 +41,8 @@ def stats_report(*, now: float | None = None, refresh_workers: bool = False) -> 
     report["queues"] = queue_depths()
     report["jobs_active"] = jobs_active()
     report["workers"] = workers_report(refresh=refresh_workers)
+    # Domains the adaptive controller holds below their configured rate, and why (docs/throttling.md).
+    report["throttle"] = {"adaptive": throttle_adaptive_report()}
     return report
 
 

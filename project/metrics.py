@@ -23,6 +23,7 @@ from ops.queues import queue_depths
 from ops.selectors import jobs_active
 from ops.stats import LIFETIME, bucket_name, stats_windows
 from ops.workers import workers_from_jobs
+from throttling.services import throttle_adaptive_report
 
 logger = logging.getLogger("trawl.metrics")
 
@@ -115,6 +116,26 @@ def gauge_families() -> Iterator[Metric]:
             beat.add_metric([hostname], node["last_heartbeat"].timestamp())
     yield running
     yield beat
+    yield from throttle_families()
+
+
+def throttle_families() -> Iterator[Metric]:
+    """Each domain the adaptive controller holds: its effective rate, the configured one, and why (`cause`)."""
+    effective = GaugeMetricFamily(
+        "trawl_throttle_effective_rate",
+        "Requests per second a domain gets now, after the adaptive controller (cause: errors, latency, recovering).",
+        labels=["domain", "cause"],
+    )
+    configured = GaugeMetricFamily(
+        "trawl_throttle_configured_rate",
+        "Requests per second a domain's rule (or the defaults) allows.",
+        labels=["domain"],
+    )
+    for row in throttle_adaptive_report():
+        effective.add_metric([row["domain"], row["cause"]], row["effective_rate"])
+        configured.add_metric([row["domain"]], row["configured_rate"])
+    yield effective
+    yield configured
 
 
 def delivery_families() -> Iterator[Metric]:

@@ -199,6 +199,10 @@ TRAWL_THROTTLE_DEFAULTS = {
     "ip_rate": env.THROTTLE_DEFAULT_RATE,
     "ip_burst": env.THROTTLE_DEFAULT_BURST,
 }
+# Adaptive politeness (docs/throttling.md): every worker's response latencies and errors per domain feed one controller
+# in Redis that lowers the domain's rate when the site slows or errors and raises it back slowly. Rules opt out with
+# `adaptive: false`; "enabled": False turns it off everywhere. Other keys override throttling.adaptive.AdaptiveConfig.
+TRAWL_THROTTLE_ADAPTIVE: dict = {"enabled": True}
 # Longest single sleep before asking Redis again, so a rate raised in the admin applies to waiting requests at once.
 TRAWL_THROTTLE_MAX_SLEEP = 1.0
 # Longest pause a site's Retry-After may impose on its domain (seconds).

@@ -13,6 +13,7 @@ from throttling.services import (
     domain_normalize,
     proxies_cool_down_end,
     throttle_delete,
+    throttle_effective,
     throttle_save,
     throttle_update,
 )
@@ -21,7 +22,7 @@ from throttling.services import (
 class DomainThrottleForm(forms.ModelForm):
     class Meta:
         model = DomainThrottle
-        fields = ["domain", "rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "note"]
+        fields = ["domain", "rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "adaptive", "note"]
 
     def clean_domain(self) -> str:
         try:
@@ -42,8 +43,30 @@ class DomainThrottleAdmin(admin.ModelAdmin):
     """Saves go through the throttle services, which publish the rule to Redis: running crawls obey it at once."""
 
     form = DomainThrottleForm
-    list_display = ("domain", "rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "updated_at")
-    list_filter = ("blocked",)
+    list_display = (
+        "domain",
+        "rate",
+        "burst",
+        "ip_rate",
+        "ip_burst",
+        "scale",
+        "blocked",
+        "adaptive",
+        "effective_rate",
+        "adaptive_reason",
+        "updated_at",
+    )
+    list_filter = ("blocked", "adaptive")
+    readonly_fields = ("effective_rate", "adaptive_reason")
+
+    @admin.display(description="effective rate (req/s)")
+    def effective_rate(self, throttle: DomainThrottle) -> float | str:
+        return throttle_effective(throttle)["effective_rate"] if throttle.pk else "-"
+
+    @admin.display(description="why")
+    def adaptive_reason(self, throttle: DomainThrottle) -> str:
+        return throttle_effective(throttle)["adaptive_reason"] if throttle.pk else "-"
+
     search_fields = ("domain", "note")
     actions = ["block", "unblock"]
 

@@ -14,19 +14,39 @@ from access.permissions import IsAdminRequester
 from project.errors import TrawlError
 from throttling.models import DomainThrottle
 from throttling.serializers import ThrottleCreateSerializer, ThrottleInputSerializer, ThrottleSerializer
-from throttling.services import default_limits, throttle_create, throttle_delete, throttle_update
+from throttling.services import (
+    default_limits,
+    throttle_adaptive_states,
+    throttle_create,
+    throttle_delete,
+    throttle_update,
+)
 
 
 class ThrottleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Politeness per domain: `rate`/`burst` for the domain's bucket shared by every worker, `ip_rate`/`ip_burst`
-    for each (egress IP, domain) bucket, `scale` (0..1) on both rates, `blocked`. Rates are requests per second.
-    A host's own rule beats its registered domain's; domains without a rule get the defaults in settings."""
+    for each (egress IP, domain) bucket, `scale` (0..1) on both rates, `blocked`, `adaptive` (default true: the
+    cluster slows down while the site slows or errors). Rates are requests per second; `effective_rate` is what the
+    domain gets now and `adaptive_reason` why. A host's own rule beats its registered domain's; domains without a
+    rule get the defaults in settings."""
 
     permission_classes = [IsAdminRequester]
     serializer_class = ThrottleSerializer
     queryset = DomainThrottle.objects.all()
     lookup_field = "domain"
     lookup_value_regex = r"[^/]+"
+
+    def get_serializer_context(self) -> dict:
+        # A page of rules reads the adaptive controller's states in one MGET (paginate_queryset runs first).
+        return {**super().get_serializer_context(), "states": getattr(self, "_states", {})}
+
+    def list(self, request: Request) -> Response:
+        """Every rule with what its domain gets now (`effective_rate`, `adaptive_reason`)."""
+        page = self.paginate_queryset(self.get_queryset())
+        rows = list(page if page is not None else self.get_queryset())
+        self._states = throttle_adaptive_states([row.domain for row in rows])
+        data = self.get_serializer(rows, many=True).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
 
     def get_object(self) -> DomainThrottle:
         return get_object_or_404(DomainThrottle, domain=self.kwargs["domain"].lower().rstrip("."))

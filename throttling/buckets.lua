@@ -3,25 +3,33 @@
 -- KEYS[1] rule of the exact host        KEYS[2] rule of the registered domain    KEYS[3] "rules loaded" marker
 -- KEYS[4] bucket of the exact host      KEYS[5] bucket of (egress IP, exact host)
 -- KEYS[6] bucket of the domain          KEYS[7] bucket of (egress IP, domain)
--- ARGV[1] "take" or "pause"; ARGV[2..5] default rate, burst, ip_rate, ip_burst; ARGV[6] pause seconds
+-- KEYS[8] adaptive state of the exact host   KEYS[9] adaptive state of the registered domain
+-- ARGV[1] "take" or "pause"; ARGV[2..5] default rate, burst, ip_rate, ip_burst; ARGV[6] pause seconds;
+-- ARGV[7] 1 if the defaults (and rules without the field) are adaptive
 --
 -- Returns {status, wait_ms, rule}: status 1 = granted (pause: done), 0 = wait wait_ms and ask again,
 -- -1 = domain blocked, -2 = rules not loaded into Redis yet; rule 1 = exact host, 2 = domain, 3 = defaults.
 --
--- A rule is the string "rate burst ip_rate ip_burst scale blocked" (rates in tokens/s, blocked 0 or 1).
+-- A rule is the string "rate burst ip_rate ip_burst scale blocked adaptive" (rates in tokens/s, flags 0 or 1).
+-- An adaptive rule's rates are also multiplied by the factor the controller keeps in the adaptive state
+-- ("factor baseline reason", throttling/adaptive.py); no state is a factor of 1.
 -- A bucket is the string "tokens ts": `tokens` as of time `ts` (seconds, from Redis TIME, never a worker's clock).
 -- A missing bucket is a full one, so keys expire once they would have refilled anyway. A pause empties the
 -- domain bucket and moves its `ts` into the future: nothing refills, nobody takes, until then.
 -- Plain strings, read with one MGET and written with one SET each: half the commands of hashes + PEXPIRE.
 
 local NEVER = 86400  -- the wait reported, and the key lifetime, when a rate is 0
-local found = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])
+local found = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9])
 
 -- The exact host's rule beats the registered domain's; with neither, the caller's defaults.
-local which, rule = 3, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' 1 0'
+local which, rule = 3, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' 1 0 ' .. ARGV[7]
 if found[1] then which, rule = 1, found[1] elseif found[2] then which, rule = 2, found[2] end
 local rate, cap, ip_rate, ip_cap, scale, blocked = string.match(rule, '(%S+) (%S+) (%S+) (%S+) (%S+) (%S+)')
 scale = tonumber(scale)
+local adaptive = string.match(rule, '^%S+ %S+ %S+ %S+ %S+ %S+ (%S+)') or ARGV[7]
+local state = found[5]
+if which == 1 then state = found[4] end
+if adaptive == '1' and state then scale = scale * tonumber(string.match(state, '^(%S+)')) end
 rate, cap = tonumber(rate) * scale, math.max(1, tonumber(cap))
 ip_rate, ip_cap = tonumber(ip_rate) * scale, math.max(1, tonumber(ip_cap))
 local domain_key, ip_key = KEYS[6], KEYS[7]

@@ -45,15 +45,18 @@ class Limits:
     ip_burst: int
     scale: float = 1.0
     blocked: bool = False
+    adaptive: bool = True  # the controller may lower both rates when the site slows or errors (adaptive.py)
 
     def as_redis(self) -> str:
-        """The rule as the script reads it: "rate burst ip_rate ip_burst scale blocked"."""
-        return f"{self.rate!r} {self.burst} {self.ip_rate!r} {self.ip_burst} {self.scale!r} {int(self.blocked)}"
+        """The rule as the script reads it: "rate burst ip_rate ip_burst scale blocked adaptive"."""
+        flags = f"{int(self.blocked)} {int(self.adaptive)}"
+        return f"{self.rate!r} {self.burst} {self.ip_rate!r} {self.ip_burst} {self.scale!r} {flags}"
 
     @classmethod
     def from_redis(cls, value: str) -> Limits:
-        rate, burst, ip_rate, ip_burst, scale, blocked = value.split()
-        return cls(float(rate), int(burst), float(ip_rate), int(ip_burst), float(scale), blocked == "1")
+        rate, burst, ip_rate, ip_burst, scale, blocked, *adaptive = value.split()
+        flags = (blocked == "1", adaptive[0] == "1" if adaptive else True)
+        return cls(float(rate), int(burst), float(ip_rate), int(ip_burst), float(scale), *flags)
 
 
 @dataclass(frozen=True)
@@ -80,14 +83,22 @@ class TokenBuckets:
     def bucket_key(self, domain: str, egress: str | None = None) -> str:
         return f"{self.prefix}:bucket:{domain}" + (f":ip:{egress}" if egress is not None else "")
 
+    def state_key(self, domain: str) -> str:
+        """The adaptive controller's state of a domain: "factor baseline reason" (throttling/adaptive.py)."""
+        return f"{self.prefix}:adaptive:{domain}"
+
+    def window_key(self, domain: str) -> str:
+        return f"{self.prefix}:window:{domain}"
+
     def _call(self, host: str, egress: str, mode: str, pause: float = 0.0) -> tuple[list[str], list[Any]]:
         host = host.lower().rstrip(".")
         domain = registered_domain(host)
         keys = [self.rule_key(host), self.rule_key(domain), self.rules_loaded_key]
         keys += [self.bucket_key(host), self.bucket_key(host, egress)]
         keys += [self.bucket_key(domain), self.bucket_key(domain, egress)]
+        keys += [self.state_key(host), self.state_key(domain)]
         d = self.defaults
-        return keys, [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause]
+        return keys, [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause, int(d.adaptive)]
 
     def take(self, client: redis.Redis, *, host: str, egress: str) -> Decision:
         return _decision(self._eval(client, *self._call(host, egress, "take")))

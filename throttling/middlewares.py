@@ -23,13 +23,19 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.error import ConnectionLost, TCPTimedOutError
+from twisted.internet.error import TimeoutError as TxTimeoutError
+from twisted.web._newclient import ResponseNeverReceived
 
 from throttling.buckets import BLOCKED, GRANTED, STALE, Decision, TokenBuckets, retry_after_seconds
+from throttling.controller import AdaptiveController, is_error
 
 logger = logging.getLogger("trawl.throttle")
 
 PAUSE_STATUSES = (429, 503)
 REDIS_ATTEMPTS = 5
+# Exceptions that say the site is overloaded, for the adaptive controller; DNS errors and refusals say nothing of it.
+OVERLOAD_EXCEPTIONS = (TimeoutError, TxTimeoutError, TCPTimedOutError, ConnectionLost, ResponseNeverReceived)
 
 
 class DomainBlocked(IgnoreRequest):
@@ -68,7 +74,9 @@ class ThrottleMiddleware:
 
     While either is empty the request waits (asyncio sleep, at most `max_sleep` at a time so a rule changed meanwhile
     applies at once) and asks again. Blocked domains: the request is dropped. A 429/503 with Retry-After pauses the
-    domain for every worker. `request.meta["dont_throttle"] = True` lets one request skip all of this.
+    domain for every worker. Every response's latency and outcome (and every timeout) feeds the domain's adaptive
+    controller, which lowers the rate for every worker when the site slows or errors (throttling/controller.py).
+    `request.meta["dont_throttle"] = True` lets one request skip all of this.
     """
 
     def __init__(
@@ -81,8 +89,10 @@ class ThrottleMiddleware:
         max_sleep: float = 1.0,
         max_pause: float = 3600.0,
         load_rules: Callable[[], bool] = load_rules,
+        controller: AdaptiveController | None = None,
     ) -> None:
         self.buckets = buckets
+        self.controller = controller
         self.redis_url = redis_url
         self.egress = egress
         self.stats = stats
@@ -146,6 +156,7 @@ class ThrottleMiddleware:
         return decision.wait
 
     async def process_response(self, request: Request, response: Response) -> Response:
+        await self._observe(request, latency=request.meta.get("download_latency"), error=is_error(response.status))
         if response.status in PAUSE_STATUSES:
             seconds = retry_after_seconds(response.headers.get(b"Retry-After"), now=time.time())
             host = urlparse_cached(request).hostname
@@ -155,6 +166,28 @@ class ThrottleMiddleware:
                 self.stats.inc_value("throttle/paused")
                 logger.info("throttle: %s answered %s, pausing it for %.0fs", host, response.status, seconds)
         return response
+
+    async def process_exception(self, request: Request, exception: Exception) -> None:
+        if isinstance(exception, OVERLOAD_EXCEPTIONS):
+            await self._observe(request, latency=None, error=True)
+        return None
+
+    async def _observe(self, request: Request, *, latency: float | None, error: bool) -> None:
+        """Feed one outcome to the domain's controller. Redis away: the crawl goes on at the rate it had."""
+        host = urlparse_cached(request).hostname
+        if self.controller is None or not host or request.meta.get("dont_throttle"):
+            return
+        try:
+            state = await self.controller.observe_async(await self._client(), host=host, latency=latency, error=error)
+        except redis.RedisError as exc:
+            self.stats.inc_value("throttle/adaptive_errors")
+            logger.warning("throttle: adaptive controller unavailable (%s)", exc)
+            return
+        if state is not None:
+            self.stats.inc_value("throttle/adaptive_decisions")
+            self.stats.min_value("throttle/adaptive_min_factor", round(state.factor, 3))
+            if state.reason:
+                logger.info("throttle: %s at %.0f%% of its rate: %s", host, state.factor * 100, state.reason)
 
     async def _client(self) -> Any:
         # One client per event loop: redis.asyncio connections belong to the loop that opened them.
@@ -174,12 +207,13 @@ class ThrottleMiddleware:
 
 def throttle_options() -> dict[str, Any]:
     """ThrottleMiddleware's arguments from the project's settings: politeness is not a scraper's to turn off."""
-    from throttling.services import throttle_buckets
+    from throttling.services import throttle_buckets, throttle_controller
 
     if not django_settings.TRAWL_THROTTLE_ENABLED:
         raise NotConfigured("TRAWL_THROTTLE_ENABLED is off")
     return {
         "buckets": throttle_buckets(),
+        "controller": throttle_controller(),
         "redis_url": django_settings.REDIS_URL,
         "egress": django_settings.TRAWL_EGRESS_LABEL,
         "max_sleep": float(django_settings.TRAWL_THROTTLE_MAX_SLEEP),

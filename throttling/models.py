@@ -21,6 +21,9 @@ class DomainThrottle(models.Model):
         default=1.0, validators=[MinValueValidator(0), MaxValueValidator(1)], help_text="Multiplies both rates."
     )
     blocked = models.BooleanField(default=False, help_text="Refuse every request to this domain.")
+    adaptive = models.BooleanField(
+        default=True, help_text="Lower the rate for every worker while the site slows down or errors (never above it)."
+    )
     note = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

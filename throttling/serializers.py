@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from project.errors import TrawlError
 from project.serializers import StrictSerializer
 from throttling.models import DomainThrottle
-from throttling.services import domain_normalize
+from throttling.services import domain_normalize, throttle_effective
 
 
 def host_name(value: str) -> None:
@@ -29,6 +31,9 @@ class ThrottleInputSerializer(StrictSerializer):
     ip_burst = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
     scale = serializers.FloatField(min_value=0, max_value=1, required=False, help_text="Multiplies both rates.")
     blocked = serializers.BooleanField(required=False, help_text="Refuse every request to this domain.")
+    adaptive = serializers.BooleanField(
+        required=False, help_text="Slow down for every worker while the site slows or errors (default true)."
+    )
     note = serializers.CharField(allow_blank=True, max_length=2000, required=False)
 
 
@@ -37,6 +42,48 @@ class ThrottleCreateSerializer(ThrottleInputSerializer):
 
 
 class ThrottleSerializer(serializers.ModelSerializer):
+    """A rule, and what its domain gets now: `effective_rate` (req/s, after scale and the adaptive controller) and
+    `adaptive_reason`. A list view reads the controller's states once (context `states`), not once per rule."""
+
+    effective_rate = serializers.SerializerMethodField()
+    effective_ip_rate = serializers.SerializerMethodField()
+    adaptive_factor = serializers.SerializerMethodField()
+    adaptive_reason = serializers.SerializerMethodField()
+
     class Meta:
         model = DomainThrottle
-        fields = ["domain", "rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "note", "updated_at"]
+        fields = [
+            "domain",
+            "rate",
+            "burst",
+            "ip_rate",
+            "ip_burst",
+            "scale",
+            "blocked",
+            "adaptive",
+            "effective_rate",
+            "effective_ip_rate",
+            "adaptive_factor",
+            "adaptive_reason",
+            "note",
+            "updated_at",
+        ]
+
+    def _effective(self, throttle: DomainThrottle) -> dict[str, Any]:
+        cache = self.context.setdefault("effective", {})
+        if throttle.domain not in cache:
+            state = (self.context.get("states") or {}).get(throttle.domain)
+            cache[throttle.domain] = throttle_effective(throttle, state)
+        return cache[throttle.domain]
+
+    def get_effective_rate(self, throttle: DomainThrottle) -> float:
+        return self._effective(throttle)["effective_rate"]
+
+    def get_effective_ip_rate(self, throttle: DomainThrottle) -> float:
+        return self._effective(throttle)["effective_ip_rate"]
+
+    def get_adaptive_factor(self, throttle: DomainThrottle) -> float:
+        return self._effective(throttle)["adaptive_factor"]
+
+    def get_adaptive_reason(self, throttle: DomainThrottle) -> str:
+        return self._effective(throttle)["adaptive_reason"]

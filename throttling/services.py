@@ -23,12 +23,14 @@ from django.utils import timezone
 
 from project.errors import TrawlError
 from project.redis import get_redis, redis_key
+from throttling.adaptive import AdaptiveConfig, AdaptiveState
 from throttling.buckets import Limits, TokenBuckets, registered_domain
+from throttling.controller import AdaptiveController
 from throttling.models import DomainThrottle, Proxy
 
 logger = logging.getLogger("trawl.throttle")
 
-FIELDS = ("rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "note")
+FIELDS = ("rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "adaptive", "note")
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _LOAD_LOCK_SECONDS = 30
 
@@ -40,6 +42,15 @@ def default_limits() -> Limits:
 
 def throttle_buckets() -> TokenBuckets:
     return TokenBuckets(defaults=default_limits(), prefix=redis_key("throttle"))
+
+
+def throttle_controller() -> AdaptiveController | None:
+    """The adaptive controller every crawl feeds, or None when TRAWL_THROTTLE_ADAPTIVE is off for the whole project."""
+    knobs = settings.TRAWL_THROTTLE_ADAPTIVE
+    if not knobs.get("enabled", True):
+        return None
+    config = AdaptiveConfig(**{name: value for name, value in knobs.items() if name != "enabled"})
+    return AdaptiveController(buckets=throttle_buckets(), config=config)
 
 
 def domain_normalize(value: str, *, field: str = "domain") -> str:
@@ -67,6 +78,7 @@ def throttle_limits(throttle: DomainThrottle) -> Limits:
         ip_burst=throttle.ip_burst,
         scale=throttle.scale,
         blocked=throttle.blocked,
+        adaptive=throttle.adaptive,
     )
 
 
@@ -170,6 +182,65 @@ def throttle_rules_load() -> bool:
                     continue
     finally:
         client.delete(lock)
+
+
+def throttle_adaptive_states(domains: list[str]) -> dict[str, AdaptiveState]:
+    """The controller's current state of each domain (a factor of 1 where it has none); Redis away: all at 1."""
+    if not domains:
+        return {}
+    buckets = throttle_buckets()
+    try:
+        values = get_redis().mget([buckets.state_key(domain) for domain in domains])
+    except redis.RedisError:
+        return {domain: AdaptiveState() for domain in domains}
+    return {domain: AdaptiveState.from_redis(value) for domain, value in zip(domains, values, strict=True)}
+
+
+def throttle_effective(throttle: DomainThrottle, state: AdaptiveState | None = None) -> dict[str, Any]:
+    """What a rule's domain gets right now: requests per second for the domain bucket and each egress IP, and why."""
+    if throttle.blocked:
+        return {"effective_rate": 0.0, "effective_ip_rate": 0.0, "adaptive_factor": 0.0, "adaptive_reason": "blocked"}
+    if state is None:
+        state = throttle_adaptive_states([throttle.domain])[throttle.domain]
+    factor = state.factor if throttle.adaptive else 1.0
+    reason = state.reason if throttle.adaptive else "adaptive off for this rule: the configured rate"
+    return {
+        "effective_rate": round(throttle.rate * throttle.scale * factor, 4),
+        "effective_ip_rate": round(throttle.ip_rate * throttle.scale * factor, 4),
+        "adaptive_factor": round(factor, 4),
+        "adaptive_reason": reason or "at the configured rate",
+    }
+
+
+def throttle_adaptive_report() -> list[dict[str, Any]]:
+    """Every domain the controller holds below its configured rate now (rules and unruled domains alike)."""
+    client, buckets = get_redis(), throttle_buckets()
+    prefix = buckets.state_key("")
+    try:
+        keys = sorted(client.scan_iter(f"{prefix}*", count=1000))
+        values = client.mget(keys) if keys else []
+    except redis.RedisError:
+        return []
+    rules = {row.domain: row for row in DomainThrottle.objects.filter(domain__in=[k[len(prefix) :] for k in keys])}
+    report = []
+    for key, value in zip(keys, values, strict=True):
+        domain, state = key[len(prefix) :], AdaptiveState.from_redis(value)
+        rule = rules.get(domain)
+        if rule is not None and not rule.adaptive:
+            continue
+        limits = throttle_limits(rule) if rule is not None else default_limits()
+        report.append(
+            {
+                "domain": domain,
+                "rule": rule is not None,
+                "configured_rate": round(limits.rate * limits.scale, 4),
+                "effective_rate": round(limits.rate * limits.scale * state.factor, 4),
+                "factor": round(state.factor, 4),
+                "cause": state.cause,
+                "reason": state.reason or "at the configured rate",
+            }
+        )
+    return report
 
 
 def throttle_for_host(host: str) -> DomainThrottle | None:

@@ -9,8 +9,10 @@ from django.conf import settings
 from crawls.models import CrawlJob
 from registry.models import ScraperVersion
 
-# Never overridable: the telnet console and remote control open ports that can run code.
-ENFORCED = {"TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False}
+# Never overridable: the telnet console and remote control open ports that can run code. AutoThrottle adapts each
+# process's delay to what that process alone sees, on top of the cluster-wide buckets and their adaptive controller
+# (which see every worker): two controllers fighting over one site, the per-process one blind to the others' load.
+ENFORCED = {"TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False, "AUTOTHROTTLE_ENABLED": False}
 COMPONENT_SETTINGS = {
     "EXTENSIONS": "TRAWL_SCRAPY_EXTENSIONS",
     "DOWNLOADER_MIDDLEWARES": "TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES",

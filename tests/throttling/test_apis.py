@@ -64,6 +64,11 @@ def test_create_then_read_list_and_mirror(send, admin_api):
         "ip_burst": 2,
         "scale": 0.5,
         "blocked": False,
+        "adaptive": True,
+        "effective_rate": 0.25,
+        "effective_ip_rate": 0.125,
+        "adaptive_factor": 1.0,
+        "adaptive_reason": "at the configured rate",
         "note": "",
         "updated_at": None,
     }

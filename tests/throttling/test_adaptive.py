@@ -1,0 +1,180 @@
+"""Adaptive politeness: the rule (pure), the controller in Redis, and where its verdict shows."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from project.redis import get_redis
+from tests.clients import client_for
+from tests.throttling.test_buckets import TEST_PREFIX, bench_buckets, flush_throttle_keys, publish  # noqa: F401
+from throttling.adaptive import AdaptiveConfig, AdaptiveState, Window, adapt
+from throttling.buckets import GRANTED, WAIT, Limits, TokenBuckets
+from throttling.controller import AdaptiveController
+from throttling.services import throttle_buckets, throttle_create, throttle_update
+
+CONFIG = AdaptiveConfig()
+HEALTHY = Window(requests=20, errors=0, latency=0.05)
+
+
+@pytest.fixture(autouse=True)
+def clean_keys():
+    flush_throttle_keys()
+    yield
+    flush_throttle_keys()
+
+
+# --- the rule -------------------------------------------------------------------------------------
+
+
+def test_errors_halve_the_rate_and_say_why():
+    state = adapt(AdaptiveState(factor=1.0, baseline=0.05), Window(requests=20, errors=4, latency=0.05))
+
+    assert state.factor == pytest.approx(0.5)
+    assert "20% errors" in state.reason
+
+
+def test_latency_well_above_the_baseline_slows_down():
+    state = adapt(AdaptiveState(factor=0.8, baseline=0.05), Window(requests=20, errors=0, latency=0.2))
+
+    assert state.factor == pytest.approx(0.6)
+    assert "latency" in state.reason
+    assert state.baseline == 0.05, "a slow window must not drag the baseline up"
+
+
+def test_latency_within_the_baseline_band_is_healthy():
+    state = adapt(AdaptiveState(factor=0.5, baseline=0.05), Window(requests=20, errors=0, latency=0.09))
+
+    assert state.factor > 0.5
+
+
+def test_recovery_is_slow_and_stops_at_the_configured_rate():
+    state = AdaptiveState(factor=0.1, baseline=0.05)
+    steps = 0
+    while state.factor < 1.0:
+        state = adapt(state, HEALTHY)
+        steps += 1
+        assert state.factor <= 1.0
+
+    assert steps >= 10, "back from 10% to the configured rate takes many healthy windows, not one"
+    assert adapt(state, HEALTHY).factor == 1.0, "never above the configured rate"
+    assert state.reason == ""
+
+
+def test_the_factor_never_drops_below_the_floor():
+    state = AdaptiveState()
+    for _ in range(50):
+        state = adapt(state, Window(requests=10, errors=10, latency=0.0))
+
+    assert state.factor == CONFIG.min_factor
+
+
+def test_the_baseline_learns_a_lower_latency_at_once_and_a_higher_one_slowly():
+    assert adapt(AdaptiveState(baseline=0.2), Window(requests=9, errors=0, latency=0.1)).baseline == 0.1
+    assert adapt(AdaptiveState(baseline=0.1), Window(requests=9, errors=0, latency=0.15)).baseline < 0.11
+
+
+def test_a_few_errors_under_the_threshold_do_not_slow_down():
+    assert adapt(AdaptiveState(factor=0.5), Window(requests=100, errors=2, latency=0.05)).factor > 0.5
+
+
+def test_the_state_round_trips_through_redis_text():
+    state = AdaptiveState(factor=0.25, baseline=0.031, reason="slowed down: 40% errors in the last window")
+
+    assert AdaptiveState.from_redis(state.as_redis()) == state
+    assert AdaptiveState.from_redis(None) == AdaptiveState()
+
+
+# --- the controller in Redis -----------------------------------------------------------------------
+
+
+def controller(buckets: TokenBuckets, **knobs) -> AdaptiveController:
+    return AdaptiveController(buckets=buckets, config=AdaptiveConfig(**{"window": 0.0, "min_requests": 5, **knobs}))
+
+
+def test_one_caller_closes_each_window_with_every_workers_responses():
+    buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1)
+    ctl, client = controller(buckets), get_redis()
+
+    answers = [ctl.observe(client, host="example.test", latency=0.1, error=i % 2 == 0) for i in range(10)]
+
+    closed = [state for state in answers if state is not None]
+    assert len(closed) == 2, "a window closes at its 5th response, then starts again"
+    assert closed[0].factor == pytest.approx(0.5), "3 errors of 5: slow down"
+    assert AdaptiveState.from_redis(client.get(buckets.state_key("example.test"))) == closed[-1]
+
+
+def test_the_factor_slows_every_workers_bucket():
+    buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1)
+    client = get_redis()
+    client.set(buckets.state_key("example.test"), AdaptiveState(factor=0.1, reason="test").as_redis())
+
+    assert buckets.take(client, host="www.example.test", egress="a").status == GRANTED
+    refused = buckets.take(client, host="www.example.test", egress="b")
+
+    assert refused.status == WAIT and refused.wait > 0.5, "one token per second (10 × 0.1), not ten"
+
+
+def test_a_rule_with_adaptive_off_ignores_the_controller():
+    buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1, adaptive=False)
+    client = get_redis()
+    client.set(buckets.state_key("example.test"), AdaptiveState(factor=0.1).as_redis())
+    ctl = controller(buckets)
+
+    assert all(ctl.observe(client, host="example.test", latency=1.0, error=True) is None for _ in range(10))
+    buckets.take(client, host="example.test", egress="a")
+    time.sleep(0.15)
+    assert buckets.take(client, host="example.test", egress="a").status == GRANTED
+
+
+def test_domains_without_a_rule_adapt_per_the_defaults():
+    buckets = TokenBuckets(defaults=Limits(rate=5, burst=1, ip_rate=5, ip_burst=1), prefix=TEST_PREFIX)
+    client = get_redis()
+    client.set(buckets.rules_loaded_key, "1", ex=600)
+    ctl = controller(buckets)
+
+    states = [ctl.observe(client, host="unruled.test", latency=None, error=True) for _ in range(5)]
+
+    assert states[-1] is not None and states[-1].factor == pytest.approx(0.5)
+    assert client.get(buckets.state_key("unruled.test"))
+
+
+# --- where it shows ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_throttle_api_shows_the_effective_rate_and_why(publish):  # noqa: F811
+    throttle = publish(throttle_create, domain="slow.example", rate=4, burst=2, scale=0.5)
+    state = AdaptiveState(factor=0.25, baseline=0.05, reason="slowed down: 30% errors in the last window")
+    get_redis().set(throttle_buckets().state_key("slow.example"), state.as_redis())
+    api = client_for("ops", admin=True)
+
+    detail = api.get("/api/throttles/slow.example/").json()
+    listed = api.get("/api/throttles/").json()
+
+    assert detail["adaptive"] is True
+    assert detail["effective_rate"] == pytest.approx(0.5)  # 4 × 0.5 × 0.25
+    assert "30% errors" in detail["adaptive_reason"]
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert [row["effective_rate"] for row in rows if row["domain"] == "slow.example"] == [pytest.approx(0.5)]
+
+    publish(throttle_update, throttle=throttle, adaptive=False)
+    detail = api.get("/api/throttles/slow.example/").json()
+    assert detail["effective_rate"] == pytest.approx(2.0)
+    assert "adaptive off" in detail["adaptive_reason"]
+
+
+@pytest.mark.django_db
+def test_stats_and_metrics_show_slowed_domains(publish):  # noqa: F811
+    publish(throttle_create, domain="slow.example", rate=4, burst=2)
+    state = AdaptiveState(factor=0.5, baseline=0.05, reason="slowed down: latency 0.30s above 2× baseline 0.05s")
+    get_redis().set(throttle_buckets().state_key("slow.example"), state.as_redis())
+    api = client_for("ops", admin=True)
+
+    stats = api.get("/api/stats/").json()
+    metrics = api.get("/metrics").content.decode()
+
+    [row] = [row for row in stats["throttle"]["adaptive"] if row["domain"] == "slow.example"]
+    assert row["effective_rate"] == pytest.approx(2.0) and row["configured_rate"] == 4 and row["cause"] == "latency"
+    assert 'trawl_throttle_effective_rate{cause="latency",domain="slow.example"} 2.0' in metrics

@@ -13,7 +13,7 @@ class ApiTokenInline(admin.TabularInline):
 
 @admin.register(Requester)
 class RequesterAdmin(admin.ModelAdmin):
-    list_display = ("name", "is_admin", "created_at")
+    list_display = ("name", "is_admin", "max_active_jobs", "created_at")
     list_filter = ("is_admin",)
     search_fields = ("name",)
     readonly_fields = ("webhook_secret", "created_at")

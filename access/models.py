@@ -11,6 +11,9 @@ class Requester(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     is_admin = models.BooleanField(default=False, help_text="Admins also manage scrapers, sources and throttles.")
     webhook_secret = models.CharField(max_length=64)
+    max_active_jobs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most jobs it may have queued + running at once (empty: no limit)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

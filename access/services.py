@@ -15,14 +15,20 @@ def token_hash(token: str) -> str:
 
 
 @transaction.atomic
-def token_issue(*, requester_name: str, admin: bool = False) -> tuple[Requester, str]:
-    """Create the requester if needed and a new token for it. The plain token exists only in the return value."""
+def token_issue(
+    *, requester_name: str, admin: bool = False, max_active_jobs: int | None = None
+) -> tuple[Requester, str]:
+    """Create the requester if needed and a new token for it. The plain token exists only in the return value.
+    `max_active_jobs`, when given, becomes the requester's cap on queued + running jobs (0 and up)."""
     requester, created = Requester.objects.get_or_create(
         name=requester_name, defaults={"is_admin": admin, "webhook_secret": secrets.token_hex(32)}
     )
     if not created and admin and not requester.is_admin:
         requester.is_admin = True
         requester.save(update_fields=["is_admin"])
+    if max_active_jobs is not None:
+        requester.max_active_jobs = max_active_jobs
+        requester.save(update_fields=["max_active_jobs"])
     token = secrets.token_urlsafe(32)
     ApiToken.objects.create(requester=requester, key_hash=token_hash(token), prefix=token[:8])
     return requester, token

@@ -16,7 +16,8 @@ from sources.services.dispatch import sources_dispatch_due
 @shared_task(bind=True, name="crawls.tasks.run_crawl", acks_late=True, reject_on_worker_lost=True)
 def run_crawl(self, job_id: str, attempt: int = 1, url: str = "") -> dict:
     worker = f"{self.request.hostname or 'local'}/{os.getpid()}"
-    return job_execute(job_id=job_id, attempt=attempt, worker=worker)
+    soft_limit = (self.request.timelimit or (None, None))[1]  # the slot's limits bound which job may take it
+    return job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit)
 
 
 # Beat sends one every minute, so an older one still waiting (no ops worker for a while) is dropped, not run late.

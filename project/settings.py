@@ -220,6 +220,9 @@ TRAWL_PROXY_REFRESH_SECONDS = 10  # how often a crawl re-reads the proxy table (
 TRAWL_USER_AGENTS: list[str] = []  # empty: every request sends USER_AGENT (or the job's `useragent`)
 
 # --- Batches and webhooks --------------------------------------------------------------------------
+# Round-robin between requesters at one priority: a crawl message is a worker slot that runs the owed requester's
+# next job (crawls/fairshare.py, docs/fair-share.md). False: jobs start in submission order within a priority.
+TRAWL_FAIR_SHARE = True
 TRAWL_BATCH_MAX_JOBS = env.BATCH_MAX_JOBS  # job specs one POST /api/batches/ may carry
 # A batch still `pending` this long after submission (its launcher task was lost) is launched again by the sweeper.
 TRAWL_BATCH_LAUNCH_GRACE_SECONDS = env.BATCH_LAUNCH_GRACE_SECONDS

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from access.models import Requester
 from crawls.cancel import cancel_request_batch
+from crawls.fairshare import jobs_admit
 from crawls.models import ACTIVE_STATUSES, Batch, BatchStatus, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_batch_finalize, publish_batch_launch
 from crawls.services.ending import jobs_end
@@ -66,6 +67,7 @@ def batch_create(
             errors[index] = {exc.field or "detail": [exc.message]}
     if errors:
         raise BatchSpecError(errors)
+    jobs_admit(requester=requester, count=len(specs))
     batch = Batch.objects.create(
         requester=requester, name=name, priority=priority, callback_url=callback_url, total=len(specs)
     )

@@ -22,7 +22,7 @@ from crawls.scraping.packaged import package_run
 from crawls.scraping.runner import CrawlSession, live_stats, run_spider
 from crawls.scraping.settings import scrapy_settings_for
 from crawls.services.ending import job_end
-from crawls.services.jobs import job_claim
+from crawls.services.jobs import job_claim_fair
 from crawls.timeouts import job_timeout
 from items.ingestion import Ingestion
 from items.services import item_fingerprint, items_upsert
@@ -106,9 +106,11 @@ class JobTracker:
         }
 
 
-def job_execute(*, job_id: str, attempt: int, worker: str) -> dict[str, Any]:
-    """Run a job end to end. Crawl failures are returned in the result, never raised (chords must complete)."""
-    job = job_claim(job_id=job_id, attempt=attempt, worker=worker)
+def job_execute(*, job_id: str, attempt: int, worker: str, slot_soft_limit: float | None = None) -> dict[str, Any]:
+    """Run a job end to end. Crawl failures are returned in the result, never raised (chords must complete).
+
+    The message is a slot at its priority: the job that runs may be another requester's (crawls/fairshare.py)."""
+    job = job_claim_fair(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=slot_soft_limit)
     if job is None:
         current = CrawlJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
         logger.info("job %s attempt %s not claimed (status %s)", job_id, attempt, current)

@@ -6,12 +6,14 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from access.models import Requester
 from crawls.cancel import cancel_request
+from crawls.fairshare import PICK_ATTEMPTS, fair_enabled, fair_pick, fair_served, jobs_admit
 from crawls.models import ACTIVE_STATUSES, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl
 from crawls.services.ending import job_end
@@ -96,6 +98,7 @@ def job_create(
         check_blocked=source is None,
         requester=requester,
     )
+    jobs_admit(requester=requester, count=1)
     job = CrawlJob.objects.create(
         url=url,
         scraper=scraper_obj,
@@ -118,6 +121,33 @@ def job_claim(*, job_id: str, attempt: int, worker: str) -> CrawlJob | None:
         status=JobStatus.RUNNING, started_at=now, heartbeat_at=now, worker=worker
     )
     return CrawlJob.objects.select_related("scraper", "source").get(id=job_id) if claimed else None
+
+
+def job_claim_fair(*, job_id: str, attempt: int, worker: str, slot_soft_limit: float | None = None) -> CrawlJob | None:
+    """Claim the job this message's slot owes a turn to (crawls/fairshare.py), else the message's own job.
+
+    `slot_soft_limit` is the message's Celery soft time limit: only a job whose timeout it covers may take the slot."""
+    own = CrawlJob.objects.filter(pk=job_id).first()
+    if own is None or not fair_enabled():
+        return job_claim(job_id=job_id, attempt=attempt, worker=worker)
+    try:
+        for _ in range(PICK_ATTEMPTS):
+            mine = own if own.attempt == attempt else None
+            pick = fair_pick(priority=own.priority, own=mine, slot_soft_limit=slot_soft_limit)
+            if pick is None:
+                break
+            claimed = job_claim(job_id=str(pick.pk), attempt=pick.attempt, worker=worker)
+            if claimed is not None:
+                fair_served(job=claimed)
+                if claimed.pk != own.pk:
+                    logger.info(
+                        "fair share: the slot of job %s runs job %s (requester %s)", own.pk, pick.pk, pick.requester_id
+                    )
+                return claimed
+            own.refresh_from_db()  # another worker took our pick: ask again
+    except redis.RedisError as exc:  # the turn order lives in Redis; without it, plain submission order
+        logger.warning("fair share unavailable (%s): job %s takes its own slot", exc, job_id)
+    return job_claim(job_id=job_id, attempt=attempt, worker=worker)
 
 
 @transaction.atomic

@@ -1,0 +1,114 @@
+"""Fair share between requesters: a cap on each one's active jobs, and round-robin among them at one priority.
+
+Cap: a requester's `max_active_jobs` bounds its queued + running jobs; a submission that would pass it (a batch
+counts all its jobs) is refused with 429 before anything is created.
+
+Round-robin: a `run_crawl` message is a worker slot at its priority step, not an order to run that one job. The
+worker that takes it runs the next job of the requester that is owed one at that step: the requester with the fewest
+jobs running, then the one served longest ago (a counter per step in Redis). So a 5,000-job batch queued first no
+longer holds back another requester's ten jobs at the same priority: they start in the next few slots. Every queued
+job still has its own message, so every job still runs: a message whose own job was already taken by another slot
+simply runs someone else's. Higher priorities still overtake lower ones (slots never cross priority steps), a shard
+message (`shard` kwarg, one more worker on a running job) is never a slot, and a job is only moved into a slot whose
+Celery time limits cover its own timeout. See docs/fair-share.md.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db.models import Count
+
+from access.models import Requester
+from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
+from crawls.publish import broker_priority
+from crawls.timeouts import celery_time_limits, job_timeout
+from project.errors import TrawlError
+from project.redis import get_redis, redis_key
+
+logger = logging.getLogger("trawl.fairshare")
+
+PICK_ATTEMPTS = 5  # claims lost to other workers before a slot falls back to its own job
+SYSTEM = "system"  # scheduled and admin work without a requester counts as one requester
+
+
+def jobs_admit(*, requester: Requester | None, count: int) -> None:
+    """Refuse (429) a submission of `count` jobs that would take `requester` past its max_active_jobs.
+
+    Call inside the transaction that creates the jobs: the requester's row is locked, so two submissions racing
+    each other are counted one after the other."""
+    if requester is None or requester.max_active_jobs is None:
+        return
+    limit = Requester.objects.select_for_update().values_list("max_active_jobs", flat=True).get(pk=requester.pk)
+    if limit is None:
+        return
+    active = CrawlJob.objects.filter(requester=requester, status__in=ACTIVE_STATUSES).count()
+    if active + count > limit:
+        raise TrawlError(
+            f"requester {requester.name} may have at most {limit} active jobs (max_active_jobs: queued + running); "
+            f"it has {active} and this submission adds {count}. Wait for some to finish or ask an admin to raise it",
+            status_code=429,
+        )
+
+
+def step_priorities(step: int) -> tuple[int, int]:
+    """The Trawl priorities (1..100) that share broker priority step `step`: the broker cannot tell them apart."""
+    inside = [priority for priority in range(1, 101) if broker_priority(priority) == step]
+    return min(inside), max(inside)
+
+
+def _served_key(step: int) -> str:
+    return redis_key("fairshare", "served", step)
+
+
+def fair_pick(*, priority: int, own: CrawlJob | None, slot_soft_limit: float | None) -> CrawlJob | None:
+    """The queued job the slot of a message at `priority` should run: the owed requester's oldest at that step."""
+    step = broker_priority(priority)
+    low, high = step_priorities(step)
+    queued = CrawlJob.objects.filter(status=JobStatus.QUEUED, priority__gte=low, priority__lte=high)
+    owners = set(queued.values_list("requester_id", flat=True).distinct())
+    if not owners:
+        return None
+    running = dict(
+        CrawlJob.objects.filter(status=JobStatus.RUNNING, requester_id__in=owners - {None})
+        .values_list("requester_id")
+        .annotate(n=Count("id"))
+    )
+    if None in owners:
+        running[None] = CrawlJob.objects.filter(status=JobStatus.RUNNING, requester_id__isnull=True).count()
+    served = get_redis().hgetall(_served_key(step))
+
+    def owed(owner: int | None) -> tuple[int, int, str]:
+        name = SYSTEM if owner is None else str(owner)
+        return running.get(owner, 0), int(served.get(name, 0)), name
+
+    for owner in sorted(owners, key=owed):
+        if own is not None and own.status == JobStatus.QUEUED and own.requester_id == owner:
+            return own  # the slot's own job is the owed one: no swap
+        candidates = queued.filter(requester_id=owner) if owner is not None else queued.filter(requester__isnull=True)
+        job = candidates.select_related("scraper", "version").order_by("-priority", "queued_at", "id").first()
+        if job is not None and _fits(job, slot_soft_limit):
+            return job
+    return None
+
+
+def _fits(job: CrawlJob, slot_soft_limit: float | None) -> bool:
+    """A slot's Celery time limits were set for its own job: only a job whose timeout they cover may take it."""
+    return slot_soft_limit is None or celery_time_limits(job_timeout(job))[0] <= slot_soft_limit
+
+
+def fair_served(*, job: CrawlJob) -> None:
+    """Note that `job`'s requester was just served at its priority step (round-robin order)."""
+    step = broker_priority(job.priority)
+    owner = SYSTEM if job.requester_id is None else str(job.requester_id)
+    client = get_redis()
+    turn = client.incr(redis_key("fairshare", "turn"))
+    with client.pipeline() as pipe:
+        pipe.hset(_served_key(step), owner, turn)
+        pipe.expire(_served_key(step), 86400)
+        pipe.execute()
+
+
+def fair_enabled() -> bool:
+    return bool(settings.TRAWL_FAIR_SHARE)

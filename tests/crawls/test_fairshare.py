@@ -1,0 +1,139 @@
+"""Fair share: max_active_jobs refuses with 429; a crawl message is a slot that serves the owed requester."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from access.models import Requester
+from crawls.fairshare import step_priorities
+from crawls.models import CrawlJob, JobStatus
+from crawls.publish import broker_priority
+from crawls.services.jobs import job_claim_fair, job_create
+from project.redis import get_redis
+from tests.clients import client_for
+
+SHOP = "http://shop.test"
+
+
+@pytest.fixture(autouse=True)
+def clean_turns():
+    client = get_redis()
+    for key in client.scan_iter("trawl:fairshare:*"):
+        client.delete(key)
+    yield
+
+
+def limited(name: str, limit: int | None):
+    api = client_for(name)
+    Requester.objects.filter(name=name).update(max_active_jobs=limit)
+    return api, Requester.objects.get(name=name)
+
+
+@pytest.mark.django_db
+def test_a_job_past_max_active_jobs_is_refused_with_429_naming_the_limit(builtins, sent_tasks):
+    api, _ = limited("capped", 2)
+    for n in range(2):
+        assert api.post("/api/jobs/", {"url": f"{SHOP}/{n}"}, format="json").status_code == 201
+
+    refused = api.post("/api/jobs/", {"url": f"{SHOP}/3"}, format="json")
+
+    assert refused.status_code == 429, refused.content
+    assert "max_active_jobs" in refused.json()["detail"] and "at most 2" in refused.json()["detail"]
+    assert CrawlJob.objects.filter(requester__name="capped").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_batch_counts_all_its_jobs_and_ended_jobs_free_their_place(builtins, sent_tasks):
+    api, requester = limited("capped", 3)
+    job = api.post("/api/jobs/", {"url": f"{SHOP}/0"}, format="json").json()
+
+    too_many = api.post("/api/batches/", {"jobs": [{"url": f"{SHOP}/{n}"} for n in range(3)]}, format="json")
+    assert too_many.status_code == 429 and not requester.batches.exists()
+
+    CrawlJob.objects.filter(pk=job["id"]).update(status=JobStatus.SUCCEEDED, finished_at=timezone.now())
+    fits = api.post("/api/batches/", {"jobs": [{"url": f"{SHOP}/{n}"} for n in range(3)]}, format="json")
+    assert fits.status_code == 201, fits.content
+
+
+@pytest.mark.django_db
+def test_no_limit_by_default_and_the_command_sets_one(builtins, sent_tasks):
+    api, requester = limited("free", None)
+    assert all(api.post("/api/jobs/", {"url": f"{SHOP}/{n}"}, format="json").status_code == 201 for n in range(5))
+
+    out = StringIO()
+    call_command("issue_token", "free", "--max-active-jobs", "5", stdout=out)
+
+    assert json.loads(out.getvalue())["requester"] == "free"
+    requester.refresh_from_db()
+    assert requester.max_active_jobs == 5
+    assert api.post("/api/jobs/", {"url": f"{SHOP}/6"}, format="json").status_code == 429
+
+
+def queue(requester, count: int, priority: int = 50) -> list[CrawlJob]:
+    urls = [f"{SHOP}/{requester.name}/{n}" for n in range(count)]
+    return [job_create(url=url, requester=requester, priority=priority) for url in urls]
+
+
+@pytest.mark.django_db
+def test_a_slot_serves_the_requester_with_fewest_running_then_the_one_served_longest_ago(builtins, sent_tasks):
+    _, big = limited("big", None)
+    _, small = limited("small", None)
+    backlog = queue(big, 6)
+    late = queue(small, 2)
+
+    started = [job_claim_fair(job_id=str(job.pk), attempt=1, worker="w") for job in backlog[:4]]
+
+    owners = [job.requester.name for job in started]
+    assert owners == ["big", "small", "big", "small"], "round-robin, although all four messages were big's"
+    # A slot whose own job is the owed requester's runs it (no needless swap).
+    assert [job.pk for job in started] == [backlog[0].pk, late[0].pk, backlog[2].pk, late[1].pk]
+    # small's own messages come later and are slots too: they run big's oldest waiting jobs.
+    assert job_claim_fair(job_id=str(late[0].pk), attempt=1, worker="w").pk == backlog[1].pk
+
+
+@pytest.mark.django_db
+def test_slots_never_cross_priority_steps(builtins, sent_tasks):
+    _, big = limited("big", None)
+    _, small = limited("small", None)
+    low = queue(big, 2, priority=10)
+    queue(small, 2, priority=90)
+
+    claimed = job_claim_fair(job_id=str(low[0].pk), attempt=1, worker="w")
+
+    assert claimed.pk == low[0].pk
+
+
+@pytest.mark.django_db
+def test_a_job_is_not_moved_into_a_slot_too_short_for_its_timeout(builtins, sent_tasks, settings):
+    _, big = limited("big", None)
+    _, small = limited("small", None)
+    backlog = queue(big, 2)
+    queue(small, 1)
+
+    claimed = job_claim_fair(job_id=str(backlog[0].pk), attempt=1, worker="w", slot_soft_limit=1.0)
+
+    assert claimed.pk == backlog[0].pk
+
+
+@pytest.mark.django_db
+def test_a_slot_whose_job_is_gone_runs_the_next_owed_job(builtins, sent_tasks):
+    _, big = limited("big", None)
+    jobs = queue(big, 2)
+    CrawlJob.objects.filter(pk=jobs[0].pk).update(status=JobStatus.CANCELLED, finished_at=timezone.now())
+
+    assert job_claim_fair(job_id=str(jobs[0].pk), attempt=1, worker="w").pk == jobs[1].pk
+    assert job_claim_fair(job_id=str(jobs[0].pk), attempt=1, worker="w") is None
+
+
+def test_priority_steps_partition_1_to_100():
+    covered = []
+    for step in range(10):
+        low, high = step_priorities(step)
+        assert {broker_priority(p) for p in range(low, high + 1)} == {step}
+        covered += range(low, high + 1)
+    assert sorted(covered) == list(range(1, 101))

@@ -188,7 +188,14 @@ TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     "throttling.proxies.ProxyRotationMiddleware": 740,
     # Last before DownloaderStats (850): the token is taken as close to the request leaving as middlewares allow.
     "throttling.middlewares.ThrottleMiddleware": 800,
+    # Source crawls revalidate what they fetched before (ETag / Last-Modified); below DownloaderStats so a job's
+    # bytes are what came over the wire. Off for ad-hoc jobs and with TRAWL_INCREMENTAL: false (docs/incremental.md).
+    "crawls.scraping.incremental.IncrementalCacheMiddleware": 840,
 }
+# Incremental source crawls: on unless a scraper, version or source says TRAWL_INCREMENTAL: false. Stored pages and
+# sitemap lastmods live in Redis this long after their last use (seconds).
+TRAWL_INCREMENTAL = True
+TRAWL_INCREMENTAL_TTL = 30 * 86400
 
 # --- Throttling (see docs/throttling.md) ------------------------------------------------------------
 TRAWL_THROTTLE_ENABLED = True

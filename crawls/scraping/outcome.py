@@ -52,6 +52,12 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
         "throttle": {
             key.removeprefix("throttle/"): value for key, value in scrapy_stats.items() if key.startswith("throttle/")
         },
+        # What an incremental source crawl did not fetch again: fetches_avoided, bytes_avoided, lastmod_skipped.
+        "incremental": {
+            key.removeprefix("incremental/"): value
+            for key, value in scrapy_stats.items()
+            if key.startswith("incremental/")
+        },
     }
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 
 from crawls.models import CrawlJob
+from project.redis import redis_key
 from registry.models import ScraperVersion
 
 # Never overridable: the telnet console and remote control open ports that can run code. AutoThrottle adapts each
@@ -28,6 +29,8 @@ def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, 
         merged["USER_AGENT"] = useragent
     for name, trawl_name in COMPONENT_SETTINGS.items():
         merged[name] = {**getattr(settings, trawl_name), **(merged.get(name) or {})}
+    if job.source_id:
+        _incremental(merged, job)
     merged.update(ENFORCED)
     # Names a FEEDS URI template may use (crawls/scraping/feeds.py); a version's own FEED_URI_PARAMS wins.
     merged["TRAWL_FEED_PARAMS"] = {
@@ -38,3 +41,13 @@ def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, 
     }
     merged.setdefault("FEED_URI_PARAMS", "crawls.scraping.feeds.feed_uri_params")
     return merged
+
+
+def _incremental(merged: dict[str, Any], job: CrawlJob) -> None:
+    """A source's crawl gets its own shared HTTP cache and lastmod memory (crawls/scraping/incremental.py); the
+    source's config may opt out with TRAWL_INCREMENTAL, like a scraper or version."""
+    merged.setdefault("TRAWL_INCREMENTAL", settings.TRAWL_INCREMENTAL)
+    config = job.source.config or {}
+    if "TRAWL_INCREMENTAL" in config:
+        merged["TRAWL_INCREMENTAL"] = config["TRAWL_INCREMENTAL"]
+    merged["TRAWL_INCREMENTAL_SCOPE"] = redis_key("incremental", "source", job.source_id)

@@ -11,6 +11,8 @@ config = {
     "max_urls": 50000,  # stop after this many URLs
 }
 The start URL may be a sitemap, a sitemap index, a .xml.gz of either, or a robots.txt with `Sitemap:` lines.
+In a source's crawl, entries whose `lastmod` is not newer than at the source's last finished run are skipped
+(stat `incremental/lastmod_skipped`; crawls/scraping/lastmod.py); `TRAWL_INCREMENTAL: false` turns that off.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import scrapy
+from scrapy import signals
 from scrapy.http import Response, XmlResponse
 from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from crawls.scraping.discovery import discovered
+from crawls.scraping.lastmod import LastmodMemory
 from crawls.scraping.spiders.base import TrawlSpider
 
 MAX_URLS = 50_000  # the most one sitemap file may list, by the protocol
@@ -57,6 +61,26 @@ class SitemapSpider(TrawlSpider):
         self.max_urls = int(config.get("max_urls") or MAX_URLS)
         self.discovering = getattr(self, "strategy", "deep") == "discovery"
         self.taken = 0
+        self.lastmods: LastmodMemory | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SitemapSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.lastmods = LastmodMemory.from_crawler(crawler)
+        if spider.lastmods is not None:
+            crawler.signals.connect(spider.remember_lastmods, signal=signals.spider_closed)
+        return spider
+
+    async def start(self) -> Any:
+        if self.lastmods is not None:
+            await self.lastmods.load()
+        async for request in super().start():
+            yield request
+
+    async def remember_lastmods(self, spider: Any, reason: str) -> None:
+        # Only a finished crawl: after a failed one, the next run must still take what this one never delivered.
+        if self.lastmods is not None and reason == "finished":
+            await self.lastmods.save()
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         if response.url.endswith("/robots.txt"):
@@ -92,6 +116,9 @@ class SitemapSpider(TrawlSpider):
                 if self.taken >= self.max_urls:
                     self.crawler.stats.inc_value("sitemap/over_limit")
                     return
+                if self.lastmods is not None and self.lastmods.unchanged(url, entry.get("lastmod")):
+                    self.crawler.stats.inc_value("incremental/lastmod_skipped")
+                    continue
                 self.taken += 1
                 self.crawler.stats.inc_value("sitemap/urls")
                 yield self.record(url, entry, sitemap_url)

@@ -3,6 +3,9 @@
 (a) Cost. One client, back to back, for --seconds each: PING/s, then bucket-script takes/s on a rule that never
     runs dry (the script's full work: two buckets, TIME, writes). Printed as take/PING, for a blocking client and
     for the asyncio client the Scrapy middleware uses.
+(a') Controller. The adaptive controller's cost per request: take + observe (what the middleware now does for
+    every request on an adaptive rule) against the plain two-bucket take on the same rule with `adaptive` off,
+    alternating rounds, blocking client. Printed as a ratio (1.0 = free).
 (b) Accuracy. --processes processes (default 4) take tokens for one domain configured at --rate R, burst B, for
     --duration s (default 30), each sleeping what the script says, as the middleware does. Prints observed/configured
     rate, (grants − B) / (R × duration), and the most grants in any 1-second window against R + B.
@@ -23,13 +26,16 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 import redis
 import redis.asyncio
 from _common import exit_on_sigterm  # also puts the repository on sys.path
 
 from project.redis_server import redis_start_if_absent
+from throttling.adaptive import AdaptiveConfig
 from throttling.buckets import GRANTED, Limits, TokenBuckets
+from throttling.controller import AdaptiveController
 
 PREFIX = "trawl:bench-throttle"
 HOST = "bench.example.com"
@@ -93,6 +99,35 @@ def cost(url: str, seconds: float, rounds: int = 6) -> dict[str, float]:
     }
 
 
+def controller_cost(url: str, seconds: float, rounds: int = 6) -> dict[str, float]:
+    """Requests per second through take alone (adaptive off) and take + observe (adaptive on), same rule otherwise."""
+    client = redis.Redis.from_url(url, decode_responses=True)
+    plain = buckets_with(client, replace(NEVER_DRY, adaptive=False))
+    rule_key = plain.rule_key("example.com")
+    on, off = NEVER_DRY.as_redis(), replace(NEVER_DRY, adaptive=False).as_redis()
+    adaptive = AdaptiveController(buckets=plain, config=AdaptiveConfig())
+
+    def take_plain() -> None:
+        plain.take(client, host=HOST, egress="bench")
+
+    def take_and_observe() -> None:
+        plain.take(client, host=HOST, egress="bench")
+        adaptive.observe(client, host=HOST, latency=0.05, error=False)
+
+    take_plain(), take_and_observe()  # loads both scripts
+    slot, plain_n, adaptive_n = seconds / rounds, 0, 0
+    for _ in range(rounds):
+        client.set(rule_key, off)
+        plain_n += count_for(take_plain, slot)
+        client.set(rule_key, on)
+        adaptive_n += count_for(take_and_observe, slot)
+    return {
+        "plain_take_per_s": plain_n / seconds,
+        "take_and_observe_per_s": adaptive_n / seconds,
+        "cost_ratio": plain_n / adaptive_n if adaptive_n else float("inf"),
+    }
+
+
 def taker(url: str, limits: Limits, start_at: float, stop_at: float) -> list[float]:
     """One process of (b): take like the middleware (sleep what the script says); return when each grant came."""
     client = redis.Redis.from_url(url, decode_responses=True)
@@ -153,6 +188,12 @@ def main() -> int:
         c["ratio"] = c["take_per_s"] / c["ping_per_s"]
         c["async_ratio"] = c["async_take_per_s"] / c["async_ping_per_s"]
         print(f"  take/PING = {c['ratio']:.2f} (blocking), {c['async_ratio']:.2f} (asyncio)", flush=True)
+        ctl = controller_cost(args.redis_url, args.seconds)
+        print(
+            f"controller: plain take {ctl['plain_take_per_s']:,.0f}/s, take + observe "
+            f"{ctl['take_and_observe_per_s']:,.0f}/s: cost per request x{ctl['cost_ratio']:.2f}",
+            flush=True,
+        )
         print(
             f"accuracy: {args.processes} processes, rate {args.rate:g}/s, burst {args.burst}, {args.duration:.0f} s",
             flush=True,
@@ -161,7 +202,7 @@ def main() -> int:
         print(f"  grants {a['grants']} (per process {a['per_process']})")
         print(f"  observed/configured rate = {a['observed_over_configured']:.3f}")
         print(f"  most in any 1 s window = {a['max_in_1s']} (allowed rate + burst = {a['allowed_in_1s']:g})")
-        print(json.dumps({"bench": "throttle", "cost": c, "accuracy": a}))
+        print(json.dumps({"bench": "throttle", "cost": c, "controller": ctl, "accuracy": a}))
         return 0 if a["max_in_1s"] <= a["allowed_in_1s"] else 1
     finally:
         client = redis.Redis.from_url(args.redis_url)

@@ -19,7 +19,7 @@ import redis.asyncio
 from django.conf import settings as django_settings
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import DownloadFailedError, DownloadTimeoutError, IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
@@ -35,7 +35,15 @@ logger = logging.getLogger("trawl.throttle")
 PAUSE_STATUSES = (429, 503)
 REDIS_ATTEMPTS = 5
 # Exceptions that say the site is overloaded, for the adaptive controller; DNS errors and refusals say nothing of it.
-OVERLOAD_EXCEPTIONS = (TimeoutError, TxTimeoutError, TCPTimedOutError, ConnectionLost, ResponseNeverReceived)
+OVERLOAD_EXCEPTIONS = (
+    DownloadTimeoutError,
+    DownloadFailedError,
+    TimeoutError,
+    TxTimeoutError,
+    TCPTimedOutError,
+    ConnectionLost,
+    ResponseNeverReceived,
+)
 
 
 class DomainBlocked(IgnoreRequest):

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
+from django.conf import settings
+from scrapy import Request
+from scrapy.exceptions import DownloadTimeoutError
+from scrapy.http import Response
+from scrapy.utils.test import get_crawler
 
 from project.redis import get_redis
 from tests.clients import client_for
@@ -12,6 +18,7 @@ from tests.throttling.test_buckets import TEST_PREFIX, bench_buckets, flush_thro
 from throttling.adaptive import AdaptiveConfig, AdaptiveState, Window, adapt
 from throttling.buckets import GRANTED, WAIT, Limits, TokenBuckets
 from throttling.controller import AdaptiveController
+from throttling.middlewares import ThrottleMiddleware
 from throttling.services import throttle_buckets, throttle_create, throttle_update
 
 CONFIG = AdaptiveConfig()
@@ -138,6 +145,33 @@ def test_domains_without_a_rule_adapt_per_the_defaults():
 
     assert states[-1] is not None and states[-1].factor == pytest.approx(0.5)
     assert client.get(buckets.state_key("unruled.test"))
+
+
+def test_the_middleware_feeds_responses_and_timeouts_of_every_request():
+    buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1)
+    crawler = get_crawler()
+    middleware = ThrottleMiddleware(
+        buckets=buckets,
+        redis_url=settings.REDIS_URL,
+        egress="w",
+        stats=crawler.stats,
+        controller=controller(buckets, min_requests=4),
+    )
+    url = "http://example.test/p"
+
+    async def run() -> None:
+        for status in (200, 503, 200):
+            await middleware.process_response(
+                Request(url, meta={"download_latency": 0.1}), Response(url, status=status)
+            )
+        await middleware.process_exception(Request(url), DownloadTimeoutError("took too long"))
+        await middleware.close()
+
+    asyncio.run(run())
+
+    state = AdaptiveState.from_redis(get_redis().get(buckets.state_key("example.test")))
+    assert state.factor == pytest.approx(0.5), "2 errors (a 503 and a timeout) of 4 responses"
+    assert crawler.stats.get_value("throttle/adaptive_decisions") == 1
 
 
 # --- where it shows ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from django.conf import settings
+from django.urls import reverse
 from scrapy import Request
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.http import Response
@@ -212,3 +213,16 @@ def test_stats_and_metrics_show_slowed_domains(publish):  # noqa: F811
     [row] = [row for row in stats["throttle"]["adaptive"] if row["domain"] == "slow.example"]
     assert row["effective_rate"] == pytest.approx(2.0) and row["configured_rate"] == 4 and row["cause"] == "latency"
     assert 'trawl_throttle_effective_rate{cause="latency",domain="slow.example"} 2.0' in metrics
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_the_effective_rate_and_why(publish, admin_client):  # noqa: F811
+    throttle = publish(throttle_create, domain="slow.example", rate=4, burst=2)
+    state = AdaptiveState(factor=0.25, baseline=0.05, reason="slowed down: 30% errors in the last window")
+    get_redis().set(throttle_buckets().state_key("slow.example"), state.as_redis())
+
+    listing = admin_client.get(reverse("admin:throttling_domainthrottle_changelist")).content.decode()
+    detail = admin_client.get(reverse("admin:throttling_domainthrottle_change", args=[throttle.pk])).content.decode()
+
+    assert "slowed down: 30% errors in the last window" in listing and ">1.0<" in listing
+    assert 'name="adaptive"' in detail and "30% errors" in detail

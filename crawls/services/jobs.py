@@ -69,6 +69,13 @@ def job_validate(
         raise TrawlError(f"scraper {scraper_name!r} has no active version {version!r}", field="version")
     if variant and variant not in Variant.values:
         raise TrawlError(f"variant must be one of {', '.join(Variant.values)}", field="variant")
+    if (
+        variant
+        and not version
+        and not ScraperVersion.objects.filter(scraper=scraper_obj, variant=variant, deprecated_at__isnull=True).exists()
+    ):
+        # Refused now, like an unknown version: accepting it would only fail the job later with `routing`.
+        raise TrawlError(f"scraper {scraper_name!r} has no active {variant!r} version", field="variant")
     return scraper_obj
 
 

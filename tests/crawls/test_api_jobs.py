@@ -70,6 +70,7 @@ def test_submit_stores_options_and_requested_version(api, builtins):
         ({"url": GOOD_URL, "scraper": "no-such-scraper"}, "scraper"),
         ({"url": GOOD_URL, "version": "9.9.9"}, "version"),
         ({"url": GOOD_URL, "variant": "nightly"}, "variant"),
+        ({"url": GOOD_URL, "variant": "canary"}, "variant"),  # a known variant the scraper has no version of
         ({"url": GOOD_URL, "callback_url": "ftp://hooks.test/"}, "callback_url"),
     ],
 )

@@ -66,7 +66,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
-        """Cancel a queued or running job. A running crawl stops within a few seconds and ends `cancelled`."""
+        """Cancel a queued or running job: 202 with the job. A queued job is `cancelled` at once; a running one
+        answers `running` with `cancel_requested_at` set, its crawl stops within about a second and ends `cancelled`
+        (a crawl that finished first keeps its outcome)."""
         job = job_cancel(job=self.get_object())
         return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 

@@ -58,6 +58,8 @@ class CrawlJob(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When a cancel was asked: a running crawl stops within about a second of it (or keeps its outcome if it ended).
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
     stats = models.JSONField(default=dict, blank=True)
     error_class = models.CharField(max_length=20, choices=ErrorClass.choices, blank=True)
     error_message = models.TextField(blank=True)

@@ -67,6 +67,7 @@ class JobSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "heartbeat_at",
+            "cancel_requested_at",
             "duration",
             "stats",
             "error_class",

@@ -125,6 +125,8 @@ def run_spider(
         if not stopped_because:
             if time.monotonic() >= deadline:
                 reason = "timeout"
+            if reason == "cancelled" and session.finish_reason:
+                reason = ""  # the spider closed by itself first: a late cancel does not rewrite its outcome
             if reason and session.crawler is not None:
                 stopped_because = reason
                 stop_deadline = time.monotonic() + STOP_GRACE_SECONDS

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from access.models import Requester
 from crawls.cancel import cancel_request_batch
@@ -119,6 +120,7 @@ def batch_cancel(*, batch: Batch) -> Batch:
     active = list(batch.jobs.filter(status__in=ACTIVE_STATUSES).values_list("id", flat=True))
     # Flags first: a job claimed after this point sees its flag when it starts.
     cancel_request_batch(batch_id=batch.pk, job_ids=active)
+    batch.jobs.filter(pk__in=active, cancel_requested_at__isnull=True).update(cancel_requested_at=timezone.now())
     Batch.objects.filter(pk=batch.pk, finished_at__isnull=True).update(status=BatchStatus.CANCELLED)
     jobs_end(
         jobs=batch.jobs.all(),

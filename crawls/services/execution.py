@@ -35,7 +35,8 @@ from registry.spiders import spider_load
 from sources.services.children import source_crawl_extras
 
 logger = logging.getLogger("trawl.jobs")
-FLUSH_BUDGET_SECONDS = 0.5  # per tick, so heartbeats and cancel checks still happen on time
+FLUSH_BUDGET_SECONDS = 0.3  # per tick, so heartbeats and cancel checks still happen on time
+TICK_SECONDS = 0.5  # how often the task thread drains items and reads the cancel flag: a cancel lands within ~1 s
 
 
 class JobTracker:
@@ -52,11 +53,12 @@ class JobTracker:
 
     def __call__(self, session: CrawlSession) -> str:
         self.flush(session, budget=FLUSH_BUDGET_SECONDS)
+        # Every tick, not every heartbeat: one EXISTS a tick is cheap, and a cancel must land within about a second.
+        if self._cancel_asked():
+            return "cancelled"
         if time.monotonic() - self.last_beat < self.heartbeat_every:
             return ""
         self.last_beat = time.monotonic()
-        if self._cancel_asked():
-            return "cancelled"
         progress = {**job_stats(live_stats(session)), **self.item_counts()}
         beat = CrawlJob.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING, attempt=self.job.attempt)
         if not beat.update(heartbeat_at=timezone.now(), stats=progress):
@@ -68,7 +70,7 @@ class JobTracker:
         try:
             return cancel_requested(job_id=self.job.id)
         except redis.RedisError as exc:
-            logger.warning("job %s: cancel flag unreadable (%s); asking again next heartbeat", self.job.pk, exc)
+            logger.warning("job %s: cancel flag unreadable (%s); asking again next tick", self.job.pk, exc)
             return False
 
     def flush(self, session: CrawlSession, *, budget: float | None = None) -> None:
@@ -156,6 +158,7 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str) -> dict[str, Any]:
             spider_kwargs=_spider_kwargs(job),
             timeout=job_timeout(job, version),
             on_tick=tracker,
+            tick_seconds=TICK_SECONDS,
         )
     except PackageUnavailable as exc:
         return _result(job_end(job=job, error_class=ErrorClass.PACKAGE, message=exc.message) or job)

@@ -159,11 +159,15 @@ def job_claim_fair(*, job_id: str, attempt: int, worker: str, slot_soft_limit: f
 
 @transaction.atomic
 def job_cancel(*, job: CrawlJob) -> CrawlJob:
-    """Queued jobs end now; running ones are asked to stop and end `cancelled` within a few seconds."""
+    """Queued jobs end now; running ones are asked to stop (their crawl reads the flag every tick, so it stops within
+    about a second) and end `cancelled` — unless the crawl finished first, which keeps its own outcome."""
     job = CrawlJob.objects.select_for_update().get(pk=job.pk)
     if job.status not in ACTIVE_STATUSES:
         raise TrawlError(f"job already ended as {job.status}", status_code=409)
     cancel_request(job_id=job.id)
+    if job.cancel_requested_at is None:
+        job.cancel_requested_at = timezone.now()
+        CrawlJob.objects.filter(pk=job.pk).update(cancel_requested_at=job.cancel_requested_at)
     if job.status == JobStatus.QUEUED:
         job = job_end(
             job=job,

@@ -46,6 +46,19 @@ OVERLOAD_EXCEPTIONS = (
 )
 
 
+class CrawlClosing(IgnoreRequest):
+    """The crawl is stopping (cancel, timeout, watchdog): a request still waiting for a token is dropped, not sent."""
+
+
+def crawl_closing(crawler: Crawler) -> bool:
+    """True once the engine was asked to stop or its spider started closing (requests may still be in flight)."""
+    engine = getattr(crawler, "_engine", None)  # Crawler.engine raises before the crawl starts
+    if engine is None:
+        return False
+    slot = getattr(engine, "_slot", None)  # Scrapy keeps "closing" on its private slot; no public flag says it
+    return not engine.running or (slot is not None and slot.closing is not None)
+
+
 class DomainBlocked(IgnoreRequest):
     """The request's domain is blocked by its throttle rule: dropped before it leaves."""
 
@@ -98,6 +111,7 @@ class ThrottleMiddleware:
         max_pause: float = 3600.0,
         load_rules: Callable[[], bool] = load_rules,
         controller: AdaptiveController | None = None,
+        closing: Callable[[], bool] = lambda: False,
     ) -> None:
         self.buckets = buckets
         self.controller = controller
@@ -107,12 +121,13 @@ class ThrottleMiddleware:
         self.max_sleep = max_sleep
         self.max_pause = max_pause
         self.load_rules = load_rules
+        self.closing = closing
         self._redis: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ThrottleMiddleware:
-        middleware = cls(**throttle_options(), stats=crawler.stats)
+        middleware = cls(**throttle_options(), stats=crawler.stats, closing=lambda: crawl_closing(crawler))
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
         return middleware
 
@@ -134,6 +149,10 @@ class ThrottleMiddleware:
         """Wait until both buckets gave a token; return the seconds spent sleeping."""
         waited, failures = 0.0, 0
         while True:
+            if waited and self.closing():
+                # Without this a cancelled crawl keeps sending every request that was waiting for a token.
+                self.stats.inc_value("throttle/dropped_closing")
+                raise CrawlClosing("the crawl is stopping")
             try:
                 decision = await self.buckets.take_async(await self._client(), host=host, egress=egress)
             except (redis.ConnectionError, redis.TimeoutError) as exc:

@@ -32,7 +32,7 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
     exceptions = {
         key.removeprefix(EXCEPTION_PREFIX).rsplit(".", 1)[-1]: value
         for key, value in scrapy_stats.items()
-        if key.startswith(EXCEPTION_PREFIX)
+        if key.startswith(EXCEPTION_PREFIX) and not key.endswith(".CrawlClosing")  # dropped by a stop, not failed
     }
     spider_exceptions = scrapy_stats.get("spider_exceptions/count") or sum(
         value for key, value in scrapy_stats.items() if key.startswith("spider_exceptions/")

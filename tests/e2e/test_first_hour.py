@@ -80,7 +80,7 @@ def test_cancel_stops_a_fast_running_crawl_within_about_a_second(
     late = stamped_site.times(since=cancel_at)
     kept_fetching = max(late, default=cancel_at) - cancel_at
     # The old cancel rode on the heartbeat (30 s here); the flag is now read every tick (0.5 s).
-    assert kept_fetching <= 2.5, f"the site saw {len(late)} requests over {kept_fetching:.2f} s after the cancel"
+    assert kept_fetching <= 1.5, f"the site saw {len(late)} requests over {kept_fetching:.2f} s after the cancel"
     assert job.cancel_requested_at is not None
 
 

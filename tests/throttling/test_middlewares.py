@@ -16,7 +16,7 @@ from scrapy.utils.test import get_crawler
 
 from project.redis import get_redis
 from throttling.buckets import WAIT
-from throttling.middlewares import ThrottleMiddleware, UserAgentRotationMiddleware, egress_of
+from throttling.middlewares import CrawlClosing, ThrottleMiddleware, UserAgentRotationMiddleware, egress_of
 from throttling.models import DomainThrottle, Proxy
 from throttling.proxies import ProxyEntry, ProxyPool, ProxyRotationMiddleware
 from throttling.services import throttle_buckets, throttle_create, throttle_rules_load, throttle_update
@@ -75,6 +75,26 @@ def test_requests_wait_for_tokens_without_blocking_the_event_loop(rule):
     assert stat(stats, "wait_seconds") > 0
     # Three tokens at 5/s take about 0.6 s; a loop blocked by a sleeping middleware would not tick meanwhile.
     assert ticks >= 10
+
+
+def test_a_request_waiting_for_a_token_is_dropped_once_the_crawl_is_stopping(rule):
+    rule("example.com", rate=1, burst=1, ip_rate=100, ip_burst=100)
+    closing = threading.Event()
+    middleware, stats = throttle_middleware()
+    middleware.closing = closing.is_set  # what crawl_closing(crawler) says once the engine stops
+
+    async def crawl():
+        first = await middleware.process_request(Request("https://www.example.com/1"))  # takes the only token
+        waiting = asyncio.ensure_future(middleware.process_request(Request("https://www.example.com/2")))
+        await asyncio.sleep(0.05)
+        closing.set()  # a cancel stopped the crawl while /2 waited for its token
+        with pytest.raises(CrawlClosing):
+            await waiting
+        await middleware.close()
+        return first
+
+    assert asyncio.run(crawl()) is None
+    assert (stat(stats, "requests"), stat(stats, "dropped_closing")) == (1, 1), "a cancelled crawl sends no more"
 
 
 def test_meta_dont_throttle_skips_the_buckets(rule):

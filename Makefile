@@ -53,4 +53,7 @@ bench: install
 	$(BIN)/python bench/run_all.py
 
 clean:
+	@# This installation's Redis keys first (they are namespaced by the database about to be removed); a Redis that
+	@# is not running has nothing to clear.
+	-test -x $(BIN)/python && test -d var && $(BIN)/python manage.py trawl_redis_clear
 	rm -rf $(VENV) staticfiles var demo/site

@@ -15,7 +15,7 @@ import redis
 from django.conf import settings
 
 from project.celery import app
-from project.redis import get_redis
+from project.redis import get_redis, stats_key
 
 
 def broker_queues() -> list[str]:
@@ -54,7 +54,7 @@ def queue_depths() -> dict:
 
 
 def _samples_key() -> str:
-    return f"{settings.TRAWL_STATS_PREFIX}:queue_samples"
+    return stats_key("queue_samples")
 
 
 def queue_sample_store(*, now: float | None = None) -> dict:

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
-from project.redis import get_redis
+from project.redis import get_redis, stats_key
 
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "dead")
 ITEM_CHANGES = ("new", "changed", "unchanged")
@@ -30,7 +30,7 @@ clock = time.time  # the one clock the counters read; tests replace it
 
 
 def _key(*parts: Any) -> str:
-    return ":".join([settings.TRAWL_STATS_PREFIX, *map(str, parts)])
+    return stats_key(*parts)
 
 
 def throttle_numbers(stats: Mapping[str, Any]) -> dict[str, float]:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from crawls.models import CrawlJob, JobStatus
 from project.celery import app
-from project.redis import get_redis
+from project.redis import get_redis, stats_key
 
 RUN_CRAWL = "crawls.tasks.run_crawl"
 SAMPLER = "ops.tasks.sample_ops"
@@ -60,7 +60,7 @@ def workers_live(*, timeout: float | None = None) -> dict[str, dict[str, Any]]:
 
 
 def _live_key() -> str:
-    return f"{settings.TRAWL_STATS_PREFIX}:workers_live"
+    return stats_key("workers_live")
 
 
 def workers_live_store(*, timeout: float | None = None) -> dict[str, dict[str, Any]]:

@@ -7,6 +7,8 @@ import functools
 import redis
 from django.conf import settings
 
+from project.installation import installation_id
+
 
 @functools.cache
 def get_redis() -> redis.Redis:
@@ -22,5 +24,21 @@ def get_redis() -> redis.Redis:
 
 
 def redis_key(*parts: object) -> str:
-    """The name of one of Trawl's Redis keys: every key Trawl writes is built here, so all share one namespace."""
-    return ":".join(("trawl", *(str(part) for part in parts)))
+    """The name of one of Trawl's Redis keys: every key Trawl writes is built here, so all share one namespace,
+    `trawl:<installation id>:` (project.installation). Celery's broker and result keys are Celery's, not these."""
+    return ":".join(("trawl", installation_id(), *(str(part) for part in parts)))
+
+
+def stats_key(*parts: object) -> str:
+    """A key of the ops counters: under TRAWL_STATS_PREFIX when set (tests isolate theirs), else this installation's."""
+    prefix = settings.TRAWL_STATS_PREFIX or redis_key("stats")
+    return ":".join((prefix, *(str(part) for part in parts)))
+
+
+def installation_keys_clear() -> int:
+    """Delete every Redis key of this installation (`make clean`); other installations' keys stay."""
+    client, deleted = get_redis(), 0
+    keys = list(client.scan_iter(match=redis_key("*"), count=1000))
+    for start in range(0, len(keys), 1000):
+        deleted += client.delete(*keys[start : start + 1000])
+    return deleted

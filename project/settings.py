@@ -138,6 +138,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 REDIS_URL = env.REDIS_URL
+# Namespaces Trawl's Redis keys (project.installation); empty: derived from the database.
+TRAWL_INSTALLATION_ID = env.INSTALLATION_ID
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 LOGGING = {
@@ -262,7 +264,8 @@ TRAWL_ROLLBACK_WEBHOOK_URL = ""
 TRAWL_ROLLBACK_WEBHOOK_REQUESTER = ""
 
 # --- Operations: stats counters, /metrics, the admin dashboard (see docs/operations.md) -------------------
-TRAWL_STATS_PREFIX = "trawl:stats"  # Redis keys of the counters, queue samples and the last worker answer
+# Redis keys of the counters, queue samples and the last worker answer; empty: redis_key("stats"), this installation's
+TRAWL_STATS_PREFIX = ""
 TRAWL_STATS_WINDOWS = (900, 3600, 86400)  # rolling windows of /api/stats/ (seconds; whole minutes), plus lifetime
 # Job duration histogram buckets of /metrics (seconds; +Inf is added).
 TRAWL_STATS_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)

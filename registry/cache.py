@@ -26,15 +26,17 @@ from project.redis import get_redis, redis_key
 
 logger = logging.getLogger("trawl.registry")
 
-GENERATION_KEY = redis_key("registry", "generation")
+
+def generation_key() -> str:
+    return redis_key("registry", "generation")
 
 
 def generation_read() -> str | None:
     """The registry's change counter, or None when Redis cannot say (then nothing is cached)."""
     try:
-        return get_redis().get(GENERATION_KEY) or "0"
+        return get_redis().get(generation_key()) or "0"
     except redis.RedisError as exc:
-        logger.warning("routing cache bypassed: cannot read %s: %s", GENERATION_KEY, exc)
+        logger.warning("routing cache bypassed: cannot read %s: %s", generation_key(), exc)
         return None
 
 
@@ -111,7 +113,7 @@ def version_cache() -> VersionCache:
 def generation_bump() -> None:
     version_cache().clear()
     try:
-        get_redis().incr(GENERATION_KEY)
+        get_redis().incr(generation_key())
     except redis.RedisError as exc:
         # Other processes keep their copy until the backstop age; routing itself still works.
         logger.error("registry change not announced (%s): other workers may route on old versions for a while", exc)

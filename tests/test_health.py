@@ -21,7 +21,13 @@ def test_healthy(client, redis_server):
     response = client.get("/healthz")
 
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "redis": "ok"}
+    body = response.json()
+    assert {key: body[key] for key in ("status", "database", "redis")} == {
+        "status": "ok",
+        "database": "ok",
+        "redis": "ok",
+    }
+    assert body["installation"] and body["redis_namespace"] == f"trawl:{body['installation']}:"
 
 
 def test_needs_no_token(client, redis_server):

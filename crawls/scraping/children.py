@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
+from project.installation import installation_id
 from registry.models import Package
 from registry.packages.envs import EnvBuildError, PackageEnv, env_lease
 
@@ -108,6 +109,7 @@ def _spawn(env: PackageEnv, lock_fd: int, sha256: str) -> Child:
         "TRAWL_CHILD_FD": str(write_fd),
         "TRAWL_CHILD_LOCK_FD": str(lock_fd),  # the child holds the environment's shared lock for its whole life
         "TRAWL_CHILD_PACKAGE": sha256,
+        "TRAWL_INSTALLATION_ID": installation_id(),  # the child's Redis keys are its parent's installation's
     }
     try:
         process = subprocess.Popen(

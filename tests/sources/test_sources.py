@@ -22,7 +22,7 @@ from crawls.services.ending import job_end
 from crawls.services.execution import JobTracker
 from project.errors import TrawlError
 from project.lease import Lease
-from project.redis import get_redis
+from project.redis import get_redis, redis_key
 from registry.models import Scraper
 from sources.models import Source
 from sources.scheduling import Window
@@ -39,7 +39,7 @@ from sources.services.sources import (
 @pytest.fixture(autouse=True)
 def free_lease(redis_server):
     # A dispatcher killed mid-pass in an earlier run would hold the lease for up to a minute.
-    get_redis().delete(f"trawl:lease:{DISPATCH_LEASE}")
+    get_redis().delete(redis_key("lease", DISPATCH_LEASE))
 
 
 @pytest.fixture

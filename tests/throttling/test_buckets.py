@@ -12,7 +12,7 @@ from django.conf import settings
 
 from crawls.services.jobs import job_create
 from project.errors import TrawlError
-from project.redis import get_redis
+from project.redis import get_redis, redis_key
 from tests.throttling.hammer import hammer
 from throttling.buckets import (
     BLOCKED,
@@ -41,7 +41,7 @@ TEST_PREFIX = "trawl:test-throttle"
 
 def flush_throttle_keys() -> None:
     client = get_redis()
-    for pattern in ("trawl:throttle:*", f"{TEST_PREFIX}:*"):
+    for pattern in (redis_key("throttle", "*"), f"{TEST_PREFIX}:*"):
         keys = list(client.scan_iter(pattern, count=1000))
         if keys:
             client.delete(*keys)

@@ -1,4 +1,4 @@
-"""The JSON bodies of webhook events, per the contract in DESIGN.md. Built once, stored, resent unchanged."""
+"""The JSON bodies of webhook events, per the contract in docs/architecture.md. Built once, stored, resent unchanged."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ def deliver(self, delivery_id: str) -> str:
     return outcome.status
 
 
-@shared_task(name="callbacks.tasks.sweep_deliveries", ignore_result=True)
+# Housekeeping: no task events, so Flower's task list shows deliveries and crawls, not this sweep.
+@shared_task(name="callbacks.tasks.sweep_deliveries", ignore_result=True, send_events=False)
 def sweep_deliveries() -> int:
     return deliveries_sweep()

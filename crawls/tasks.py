@@ -12,7 +12,9 @@ from crawls.services.reaper import jobs_reap
 from sources.services.dispatch import sources_dispatch_due
 
 
-# `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth.
+# `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth. The result (Flower's
+# "Result" column; the state is SUCCESS whatever the outcome, so that chords complete) starts with the job's status
+# and URL: `{'status': 'failed', 'url': '...', 'error_class': 'http_5xx', ...}`.
 @shared_task(bind=True, name="crawls.tasks.run_crawl", acks_late=True, reject_on_worker_lost=True)
 def run_crawl(self, job_id: str, attempt: int = 1, url: str = "") -> dict:
     worker = f"{self.request.hostname or 'local'}/{os.getpid()}"
@@ -40,13 +42,14 @@ def finalize_batch(batch_id: str) -> str:
     return batch.status if batch else "not finalized (already done or jobs still active)"
 
 
-@shared_task(name="crawls.tasks.sweep_batches")
+# Housekeeping tasks (HOUSEKEEPING) send no task events: Flower's task list is for crawls, not the reaper every 15 s.
+@shared_task(name="crawls.tasks.sweep_batches", send_events=False)
 def sweep_batches() -> dict:
     return batches_sweep()
 
 
 # Beat sends one every TRAWL_REAPER_INTERVAL_SECONDS; a late one is dropped rather than run twice in a row.
-@shared_task(name="crawls.tasks.reap_dead_jobs", expires=60)
+@shared_task(name="crawls.tasks.reap_dead_jobs", expires=60, send_events=False)
 def reap_dead_jobs() -> dict:
     """Requeue or end jobs whose worker died; republish queued jobs whose message was lost."""
     return jobs_reap()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import beat_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
@@ -20,3 +20,10 @@ def start_reactor(**_kwargs) -> None:
     from crawls.scraping.runtime import ensure_reactor
 
     ensure_reactor()
+
+
+@beat_init.connect(weak=False)
+def quiet_beat(**_kwargs) -> None:
+    # Beat publishes only housekeeping (the reaper every 15 s, samples every 30 s, sweeps, dispatch): no `task-sent`
+    # events from it, so Flower lists crawls. Crawls are published by web and ops processes, which keep theirs.
+    app.conf.task_send_sent_event = False

@@ -5,8 +5,11 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from ops.apis import StatsView
 from project.health import healthz
 from project.metrics import metrics
+from project.root import api_root, landing
 
 urlpatterns = [
+    path("", landing, name="landing"),
+    path("api/", api_root, name="api-root"),
     # Before admin.site.urls, whose catch-all would answer 404 for it.
     path("admin/ops/", include("ops.urls")),
     path("admin/", admin.site.urls),

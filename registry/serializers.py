@@ -8,6 +8,7 @@ from ops.monitors import monitors_valid
 from project.serializers import StrictSerializer
 from registry.models import Package, Scraper, ScraperVersion, Variant
 from registry.selectors import versions_of
+from registry.services.routing import route_shares
 
 
 class ScraperCreateSerializer(StrictSerializer):
@@ -83,10 +84,14 @@ class VersionSerializer(serializers.ModelSerializer):
 class ScraperSerializer(serializers.ModelSerializer):
     versions = serializers.SerializerMethodField(help_text="Newest first, by semantic version.")
     traffic = serializers.SerializerMethodField(help_text="Active versions' traffic_pct.")
+    effective_share = serializers.SerializerMethodField(
+        help_text="Percent of unpinned jobs each active version takes: its traffic_pct, and the default takes what "
+        "the others leave."
+    )
 
     class Meta:
         model = Scraper
-        fields = ["name", "description", "settings", "created_at", "traffic", "versions"]
+        fields = ["name", "description", "settings", "created_at", "traffic", "effective_share", "versions"]
 
     def _versions(self, scraper: Scraper) -> list[ScraperVersion]:
         if not hasattr(scraper, "_sorted_versions"):
@@ -98,6 +103,9 @@ class ScraperSerializer(serializers.ModelSerializer):
 
     def get_traffic(self, scraper: Scraper) -> dict[str, int]:
         return {v.version: v.traffic_pct for v in self._versions(scraper) if v.is_active}
+
+    def get_effective_share(self, scraper: Scraper) -> dict[str, float]:
+        return route_shares(self._versions(scraper))
 
 
 # `{"<version>": percent, ...}`: the whole split of a scraper's active versions.

@@ -114,9 +114,9 @@ def job_execute(*, job_id: str, attempt: int, worker: str, slot_soft_limit: floa
     The message is a slot at its priority: the job that runs may be another requester's (crawls/fairshare.py)."""
     job = job_claim_fair(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=slot_soft_limit)
     if job is None:
-        current = CrawlJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+        current, url = CrawlJob.objects.filter(pk=job_id).values_list("status", "url").first() or ("missing", "")
         logger.info("job %s attempt %s not claimed (status %s)", job_id, attempt, current)
-        return {"job_id": str(job_id), "status": current or "missing", "claimed": False}
+        return {"status": current, "url": url, "job_id": str(job_id), "claimed": False}
     with job_log_capture(job_id=job.pk, attempt=job.attempt):
         return _job_run(job=job, attempt=attempt, worker=worker)
 
@@ -193,4 +193,11 @@ def _spider_kwargs(job: CrawlJob) -> dict[str, Any]:
 
 
 def _result(job: CrawlJob) -> dict[str, Any]:
-    return {"job_id": str(job.pk), "status": job.status, "error_class": job.error_class, "stats": job.stats}
+    """The task's result: status and URL first, because Flower shows its start (and calls every crawl SUCCESS)."""
+    return {
+        "status": job.status,
+        "url": job.url,
+        "error_class": job.error_class,
+        "job_id": str(job.pk),
+        "stats": job.stats,
+    }

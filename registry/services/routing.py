@@ -1,4 +1,4 @@
-"""Choosing the scraper version that runs a job (DESIGN.md, "Data model")."""
+"""Choosing the scraper version that runs a job (docs/registry.md, "Routing")."""
 
 from __future__ import annotations
 
@@ -76,3 +76,20 @@ def _unroutable(scraper: str, version: ScraperVersion) -> str:
         reason = (version.package_log or "no reason recorded").splitlines()[0]
         return f"the package of {scraper!r} {version.version} failed to build: {reason}"
     return f"the package of {scraper!r} {version.version} is still {version.package_status or 'not built'}"
+
+
+def route_shares(versions: list[ScraperVersion]) -> dict[str, float]:
+    """The share (percent) of unpinned jobs each version takes, as route_pick splits them (for jobs whose priority
+    every version accepts): traffic_pct for each, and what they leave to the default; without a default, the versions
+    with traffic share everything by weight. Deprecated and not-yet-routable versions take nothing."""
+    routable = [v for v in versions if v.is_active and v.routable]
+    default = next((v for v in routable if v.is_default), None)
+    weighted = [v for v in routable if v.traffic_pct > 0 and v is not default]
+    shares = {v.version: 0.0 for v in routable}
+    if default is not None:
+        shares.update({v.version: float(v.traffic_pct) for v in weighted})
+        shares[default.version] = float(max(0, 100 - sum(v.traffic_pct for v in weighted)))
+    elif weighted:
+        total = sum(v.traffic_pct for v in weighted)
+        shares.update({v.version: round(100 * v.traffic_pct / total, 1) for v in weighted})
+    return shares

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -13,7 +16,8 @@ from tests.callbacks.harness import exclusive
 from tests.conftest import wait_for_job
 from tests.e2e.test_throttle_e2e import StampedSite, wait_for_hits
 from tests.throttling.test_buckets import flush_throttle_keys
-from tests.workers import Worker
+from tests.workers import BASE_DIR, Worker
+from tests.workers import test_database_url as database_url
 from throttling.models import DomainThrottle
 from throttling.services import throttle_create, throttle_delete
 
@@ -68,6 +72,15 @@ def test_cancel_stops_a_fast_running_crawl_within_about_a_second(
     localhost_rule(rate=10, burst=1, ip_rate=10, ip_burst=1)  # ~400 pages at 10/s: a 40 s crawl if left alone
     job_id = submit(api, url=f"{stamped_site.url}/a/0", options={"maxdepth": 8})
     wait_for_hits(stamped_site, 20)
+    active = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "project", "inspect", "active"],
+        cwd=BASE_DIR,
+        env={**os.environ, "DATABASE_URL": database_url()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert f"{stamped_site.url}/a/0" in active.stdout, "`celery inspect active` must say which URL is being crawled"
 
     cancel_at = time.time()  # the site's own clock: its request log is what we measure against
     response = api.post(f"/api/jobs/{job_id}/cancel/")

@@ -94,4 +94,31 @@ def test_flower_asks_for_basic_auth_and_shows_crawl_args_and_result(flower, api,
     assert shown is not None, f"flower never showed run_crawl for {job['id']}"
     assert shown["args"] == f"['{job['id']}', 1]"
     assert shown["state"] == "SUCCESS"
-    assert "'status': 'succeeded'" in shown["result"]
+    # SUCCESS whatever the crawl's outcome (so chords complete): the result says how it went, first thing.
+    assert shown["result"].startswith(f"{{'status': 'succeeded', 'url': '{site.url}/product-2.html'"), shown["result"]
+
+
+def test_housekeeping_tasks_stay_out_of_flowers_task_list(flower, api, builtins, site, job_waiter):
+    from celery.result import AsyncResult
+
+    from project.celery import app, quiet_beat
+
+    sent_event = app.conf.task_send_sent_event
+    quiet_beat()  # publish as beat does
+    try:
+        reaped = app.send_task("crawls.tasks.reap_dead_jobs", queue="control")
+        swept = app.send_task("crawls.tasks.sweep_batches", queue="control")
+    finally:
+        app.conf.task_send_sent_event = sent_event
+    AsyncResult(reaped.id, app=app).get(timeout=60)
+    AsyncResult(swept.id, app=app).get(timeout=60)
+    job = api.post("/api/jobs/", {"url": f"{site.url}/product-3.html"}, format="json").json()
+    assert job_waiter(job["id"]).status == "succeeded"
+    deadline, tasks = time.monotonic() + 20, {}
+    while not any(job["id"] in (t.get("args") or "") for t in tasks.values()) and time.monotonic() < deadline:
+        tasks = json.loads(get(f"{flower}/api/tasks")[1] or b"{}")
+        time.sleep(0.3)
+
+    names = {task.get("name") for task in tasks.values()}
+    assert "crawls.tasks.run_crawl" in names, "the crawl must show"
+    assert reaped.id not in tasks and swept.id not in tasks, f"housekeeping tasks shown: {names}"

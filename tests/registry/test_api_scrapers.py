@@ -79,6 +79,7 @@ def test_register_and_list_scrapers(ops, builtins):
         "settings": {"DOWNLOAD_DELAY": 1},
         "created_at": None,
         "traffic": {},
+        "effective_share": {},
         "versions": [],
     }
     names = [s["name"] for s in listed["results"]]
@@ -311,3 +312,21 @@ def test_openapi_documents_the_registry(builtins):
     assert "/api/scrapers/{name}/traffic/" in schema["paths"]
     assert "put" in schema["paths"]["/api/scrapers/{name}/traffic/"]
     assert "/api/scrapers/{scraper_name}/versions/{version}/deprecate/" in schema["paths"]
+
+
+def test_scraper_detail_shows_each_versions_effective_share_default_takes_what_the_others_leave(ops, shop):
+    add_version(ops, "1.0.0", is_default=True)
+    add_version(ops, "1.1.0", variant="canary", traffic_pct=10)
+    add_version(ops, "1.2.0", variant="beta")
+
+    body = ops.get("/api/scrapers/shop/").json()
+
+    assert body["traffic"] == {"1.0.0": 0, "1.1.0": 10, "1.2.0": 0}
+    assert body["effective_share"] == {"1.0.0": 90.0, "1.1.0": 10.0, "1.2.0": 0.0}
+
+
+def test_without_a_default_versions_with_traffic_share_everything_by_weight(ops, shop):
+    add_version(ops, "1.0.0", traffic_pct=30)
+    add_version(ops, "1.1.0", variant="canary", traffic_pct=10)
+
+    assert ops.get("/api/scrapers/shop/").json()["effective_share"] == {"1.0.0": 75.0, "1.1.0": 25.0}

@@ -124,6 +124,7 @@ class ThrottleMiddleware:
         self.closing = closing
         self._redis: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting, self._held_since = 0, 0.0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ThrottleMiddleware:
@@ -168,8 +169,22 @@ class ThrottleMiddleware:
                 delay = min(await self._delay(host, decision), self.max_sleep)
             if delay > 0:
                 self.stats.inc_value("throttle/waits")
-                await asyncio.sleep(delay)
+                self._hold(+1)
+                try:
+                    await asyncio.sleep(delay)
+                finally:
+                    self._hold(-1)
                 waited += delay
+
+    def _hold(self, change: int) -> None:
+        """`throttle/held_seconds`: wall time during which at least one request waited for a token — the crawl's delay,
+        unlike `wait_seconds`, which adds up the waits of concurrent requests."""
+        now = time.monotonic()
+        if change > 0 and self._waiting == 0:
+            self._held_since = now
+        self._waiting += change
+        if self._waiting == 0:
+            self.stats.inc_value("throttle/held_seconds", round(now - self._held_since, 3))
 
     async def _delay(self, host: str, decision: Decision) -> float:
         if decision.status == BLOCKED:

@@ -48,6 +48,8 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
         "spider_exceptions": spider_exceptions,
         "robots_forbidden": scrapy_stats.get("robotstxt/forbidden", 0),
         "finish_reason": scrapy_stats.get("finish_reason", ""),
+        # Requests still in the scheduler: with `pages`, how much of the known frontier is done.
+        "queued": max(0, scrapy_stats.get("scheduler/enqueued", 0) - scrapy_stats.get("scheduler/dequeued", 0)),
         # Politeness numbers from the throttle middleware: waits, wait_seconds, blocked, paused...
         "throttle": {
             key.removeprefix("throttle/"): value for key, value in scrapy_stats.items() if key.startswith("throttle/")

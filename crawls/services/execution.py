@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from crawls.cancel import cancel_requested
 from crawls.models import CrawlJob, ErrorClass, JobStatus
+from crawls.progress import PROGRESS_SECONDS, progress_store
 from crawls.scraping.children import PackageUnavailable
 from crawls.scraping.discovery import is_discovered
 from crawls.scraping.outcome import classify, job_stats
@@ -49,17 +50,22 @@ class JobTracker:
         self.discovered: dict[str, dict[str, Any]] = {}  # links reported with `discovered(url)`, by URL
         self.ingestion = Ingestion.for_job(job)  # the version's item schema: invalid items never reach the upsert
         self.heartbeat_every = settings.TRAWL_HEARTBEAT_SECONDS
-        self.last_beat = time.monotonic()
+        self.last_beat = self.last_progress = time.monotonic()
 
     def __call__(self, session: CrawlSession) -> str:
         self.flush(session, budget=FLUSH_BUDGET_SECONDS)
         # Every tick, not every heartbeat: one EXISTS a tick is cheap, and a cancel must land within about a second.
         if self._cancel_asked():
             return "cancelled"
-        if time.monotonic() - self.last_beat < self.heartbeat_every:
+        beat_due = time.monotonic() - self.last_beat >= self.heartbeat_every
+        if not beat_due and time.monotonic() - self.last_progress < PROGRESS_SECONDS:
+            return ""
+        self.last_progress = time.monotonic()
+        progress = {**job_stats(live_stats(session)), **self.item_counts()}
+        progress_store(job_id=self.job.pk, stats=progress)  # every second, for `crawl --wait`
+        if not beat_due:
             return ""
         self.last_beat = time.monotonic()
-        progress = {**job_stats(live_stats(session)), **self.item_counts()}
         beat = CrawlJob.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING, attempt=self.job.attempt)
         if not beat.update(heartbeat_at=timezone.now(), stats=progress):
             return "lost"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -59,9 +60,12 @@ def test_crawl_wait_exits_0_when_the_demo_crawl_succeeds(demo_shop, crawl_worker
     job = CrawlJob.objects.get()
     assert (job.status, job.version.version, job.stats["items_new"]) == ("succeeded", "1.0.0", 4)
     lines = done.stdout.splitlines()
-    progress = [line for line in lines[1:-1] if " [" in line]
+    progress = [line for line in lines[1:-1] if " pages " in line]
     assert lines[0] == f"job {job.pk} queued: {demo_shop.url}/index.html (scraper demo_shop, priority 50)"
-    assert progress[-1].startswith("succeeded ") and f"pages {job.stats['pages']}  items 4 (4 new" in progress[-1]
+    pages = job.stats["pages"]
+    # Work done, not time used: all of it at the end, and the version that ran it.
+    assert progress[-1].startswith(f"succeeded demo_shop 1.0.0 (stable)  pages {pages} of {pages}  items 4 (4 new")
+    assert "throttle delay " in progress[-1] and "waits" not in progress[-1]
     assert lines[-1].startswith(f"job {job.pk} succeeded in ")
     assert "4 items (4 new, 0 changed, 0 unchanged)" in lines[-1]
 
@@ -92,13 +96,63 @@ def test_crawl_without_wait_prints_the_job_id(builtins, job_waiter):
     assert job_waiter(job.pk).status == "failed"  # it was queued for real (and leaves no message behind)
 
 
-def test_progress_line_shows_time_pages_items_and_throttle_waits():
-    stats = {"pages": 12, "items_new": 5, "items_changed": 2, "items_unchanged": 1}
-    stats |= {"throttle/waits": 3, "throttle/wait_seconds": 1.26}
+def test_progress_line_shows_version_work_done_items_and_the_crawls_throttle_delay():
+    stats = {"pages": 12, "queued": 28, "items_new": 5, "items_changed": 2, "items_unchanged": 1}
+    # 1527 waits adding up to 65.5 s over concurrent requests, but the crawl was held back for 4.2 s of its 6.
+    stats |= {"throttle": {"waits": 1527, "wait_seconds": 65.5, "held_seconds": 4.2}}
 
-    line = progress_line(status="running", stats=stats, elapsed=150, limit=600, width=20)
+    line = progress_line(status="running", version="shop 1.1.0 (canary)", stats=stats, elapsed=150)
 
     assert line == (
-        "running   [#####---------------] 2:30/10:00  pages 12  items 8 (5 new, 2 changed)  throttle waits 3 (1.3 s)"
+        "running   shop 1.1.0 (canary)  pages 12 of 40  items 8 (5 new, 2 changed)  throttle delay 4.2 s  2:30"
     )
-    assert progress_line(status="queued", stats={}, elapsed=0, limit=600, width=4).startswith("queued    [----] 0:00")
+    assert progress_line(status="queued", version="shop (routing)", stats={}, elapsed=0).startswith(
+        "queued    shop (routing)  pages 0 of 0  items 0"
+    )
+
+
+def test_crawl_wait_on_a_terminal_draws_a_rich_bar_of_work_done(demo_shop, crawl_worker):
+    """Under a pseudo-terminal, as a person runs it: a bar of pages done out of pages known, with the version."""
+    import pty
+    import select
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": workers.test_database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "COLUMNS": "160",
+    }
+    command = [sys.executable, "manage.py", "crawl", f"{demo_shop.url}/index.html", "--scraper", "demo_shop"]
+    command += ["--version", "1.0.0", "--wait", "--timeout", "100"]
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(
+        command, cwd=workers.BASE_DIR, env=env, stdin=secondary, stdout=secondary, stderr=secondary
+    )
+    os.close(secondary)
+    screen = b""
+    try:
+        while True:
+            ready, _, _ = select.select([primary], [], [], 110)
+            if not ready:
+                break
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the command exited and closed the terminal
+                break
+            if not chunk:
+                break
+            screen += chunk
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        os.close(primary)
+
+    job = CrawlJob.objects.get()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode(errors="replace"))  # colours and cursor moves off
+    assert process.returncode == 0, text
+    pages = job.stats["pages"]
+    assert "demo_shop 1.0.0 (stable)" in text
+    assert f"{pages}/{pages} pages" in text, text[-2000:]
+    assert "━" in text, "rich draws the bar"

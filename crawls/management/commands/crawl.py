@@ -8,30 +8,49 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from access.models import Requester
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
+from crawls.progress import progress_read
 from crawls.services import job_create
-from crawls.timeouts import job_timeout
 from ops.joblog import job_log_new_lines
-from ops.stats import throttle_numbers
 from project.errors import TrawlError
 
-BAR_WIDTH = 24
+
+def version_label(job: CrawlJob) -> str:
+    """Which version runs the job: `shop 1.1.0 (canary)`, or what was asked while it is not routed yet."""
+    if job.version_id:
+        return f"{job.scraper.name} {job.version.version} ({job.version.variant})"
+    asked = job.requested_version or job.requested_variant or "routing"
+    return f"{job.scraper.name} ({asked})"
 
 
-def progress_line(*, status: str, stats: dict[str, Any], elapsed: float, limit: float, width: int = BAR_WIDTH) -> str:
-    """One line of progress: a bar of the time used out of the job's timeout, then pages, items, throttle waits."""
-    filled = 0 if status == JobStatus.QUEUED else min(width, int(width * elapsed / limit)) if limit else 0
-    bar = "#" * filled + "-" * (width - filled)
+def throttle_delay(stats: dict[str, Any]) -> float:
+    """How long the throttle held the crawl back (at least one request waiting for a token): wall time, not the sum of
+    every concurrent request's wait, which reads as more than the crawl took."""
+    throttle = stats.get("throttle") if isinstance(stats.get("throttle"), dict) else {}
+    value = throttle.get("held_seconds", stats.get("throttle/held_seconds", 0))
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def work(stats: dict[str, Any]) -> tuple[int, int]:
+    """(pages fetched, pages fetched + requests still queued): the work done out of the work known so far."""
+    pages = int(stats.get("pages", 0) or 0)
+    return pages, pages + int(stats.get("queued", 0) or 0)
+
+
+def progress_detail(stats: dict[str, Any]) -> str:
     items_new, items_changed = stats.get("items_new", 0), stats.get("items_changed", 0)
     items = stats.get("items", items_new + items_changed + stats.get("items_unchanged", 0))
-    throttle = throttle_numbers(stats)
-    return (
-        f"{status:<9} [{bar}] {_clock(elapsed)}/{_clock(limit)}  pages {stats.get('pages', 0)}  "
-        f"items {items} ({items_new} new, {items_changed} changed)  "
-        f"throttle waits {throttle['waits']} ({throttle['wait_seconds']:.1f} s)"
-    )
+    return f"items {items} ({items_new} new, {items_changed} changed)  throttle delay {throttle_delay(stats):.1f} s"
+
+
+def progress_line(*, status: str, version: str, stats: dict[str, Any], elapsed: float) -> str:
+    """The progress as one plain line (output that is not a terminal): status, version, work done, items, throttle."""
+    done, known = work(stats)
+    return f"{status:<9} {version}  pages {done} of {known}  {progress_detail(stats)}  {_clock(elapsed)}"
 
 
 def _clock(seconds: float) -> str:
@@ -41,8 +60,9 @@ def _clock(seconds: float) -> str:
 
 class Command(BaseCommand):
     help = (
-        "Submit a crawl job of URL. Without --wait, print its id. With --wait, show a live progress bar (pages, items, "
-        "throttle waits) until it ends; exit 0 if it succeeded, 1 if it failed, was cancelled or died."
+        "Submit a crawl job of URL. Without --wait, print its id. With --wait, show its progress until it ends (the "
+        "version that runs it; pages fetched of fetched + still queued; items; how long the throttle held it back), "
+        "updated every second; exit 0 if it succeeded, 1 if it failed, was cancelled or died."
     )
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any):
@@ -59,7 +79,7 @@ class Command(BaseCommand):
         parser.add_argument("--requester", default="", help="name of the requester the job belongs to")
         parser.add_argument("--wait", action="store_true", help="watch the job until it ends")
         parser.add_argument("--timeout", type=float, default=0, help="stop waiting after this many seconds")
-        parser.add_argument("--interval", type=float, default=0.5, help="seconds between progress updates")
+        parser.add_argument("--interval", type=float, default=1.0, help="seconds between progress updates")
         parser.add_argument("--log", action="store_true", help="with --wait, print the job's log as it grows")
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -73,7 +93,7 @@ class Command(BaseCommand):
         job = self.watch(job, timeout=opts["timeout"], interval=opts["interval"])
         if self.follow_log:
             time.sleep(1)  # the attempt's last records are written just after its end is recorded
-            self.print_log(job, tty=False)
+            self.print_log(job)
         self.report(job)
 
     def submit(self, opts: dict[str, Any]) -> CrawlJob:
@@ -101,40 +121,56 @@ class Command(BaseCommand):
 
     def watch(self, job: CrawlJob, *, timeout: float, interval: float) -> CrawlJob:
         tty = self.stdout.isatty()
+        self.console = Console(file=self.stdout._out, force_terminal=tty, highlight=False)
+        bar = Progress(
+            TextColumn("{task.fields[status]:<9} {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("pages  {task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            disable=not tty,
+        )
         started, last_seen, last_print = time.monotonic(), None, 0.0
         try:
-            while True:
-                job = CrawlJob.objects.select_related("version").get(pk=job.pk)
-                running_for = (time.time() - job.started_at.timestamp()) if job.started_at else 0.0
-                limit = job_timeout(job)
-                if self.follow_log:
-                    self.print_log(job, tty=tty)
-                line = progress_line(status=job.status, stats=job.stats or {}, elapsed=running_for, limit=limit)
-                if tty:
-                    self.stdout.write(f"\r{line}\x1b[K", ending="")
-                    self.stdout.flush()
-                elif (job.status, job.stats) != last_seen or time.monotonic() - last_print > 10:
-                    self.stdout.write(line)  # a log, not a screen: a new line only when something moved
-                    last_print = time.monotonic()
-                last_seen = (job.status, job.stats)
-                if job.status not in ACTIVE_STATUSES:
-                    break
-                if timeout and time.monotonic() - started > timeout:
-                    raise CommandError(f"\njob {job.pk} still {job.status} after {timeout:.0f} s", returncode=3)
-                time.sleep(interval)
+            with bar:
+                task = bar.add_task(version_label(job), total=None, status=job.status, detail="")
+                while True:
+                    job, stats = self.current(job)
+                    if self.follow_log:
+                        self.print_log(job)
+                    done, known = work(stats)
+                    description, detail = version_label(job), progress_detail(stats)
+                    bar.update(task, description=description, completed=done, total=known or None)
+                    bar.update(task, status=job.status, detail=detail)
+                    if not tty and ((job.status, stats) != last_seen or time.monotonic() - last_print > 10):
+                        # A log, not a screen: a new line only when something moved.
+                        running_for = (time.time() - job.started_at.timestamp()) if job.started_at else 0.0
+                        line = progress_line(status=job.status, version=description, stats=stats, elapsed=running_for)
+                        self.stdout.write(line)
+                        last_print = time.monotonic()
+                    last_seen = (job.status, stats)
+                    if job.status not in ACTIVE_STATUSES:
+                        break
+                    if timeout and time.monotonic() - started > timeout:
+                        raise CommandError(f"job {job.pk} still {job.status} after {timeout:.0f} s", returncode=3)
+                    time.sleep(interval)
         except KeyboardInterrupt:
-            raise CommandError(f"\nstopped watching; job {job.pk} goes on ({job.status})", returncode=130) from None
-        if tty:
-            self.stdout.write("")
+            raise CommandError(f"stopped watching; job {job.pk} goes on ({job.status})", returncode=130) from None
         return job
 
-    def print_log(self, job: CrawlJob, *, tty: bool) -> None:
-        """Print the job's log records not printed yet, above the progress line."""
+    def current(self, job: CrawlJob) -> tuple[CrawlJob, dict[str, Any]]:
+        """The job, and its freshest numbers: the running crawl's live progress (every second) over the row's
+        (every heartbeat)."""
+        job = CrawlJob.objects.select_related("scraper", "version").get(pk=job.pk)
+        live = progress_read(job_id=job.pk) if job.status == JobStatus.RUNNING else None
+        return job, live or job.stats or {}
+
+    def print_log(self, job: CrawlJob) -> None:
+        """Print the job's log records not printed yet (above the progress bar on a terminal)."""
         lines = job_log_new_lines(job=job, after=self.last_log_line)
-        if lines and tty:
-            self.stdout.write("\r\x1b[K", ending="")
         for line in lines:
-            self.stdout.write(line)
+            self.console.print(line, markup=False, soft_wrap=True)
         self.last_log_line = lines[-1] if lines else self.last_log_line
 
     def report(self, job: CrawlJob) -> None:

@@ -1,13 +1,18 @@
 from django.contrib import admin, messages
-from django.urls import reverse
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from crawls.admin_views import URL_CHARS, CancelButtonMixin, ReadOnlyAdmin, job_numbers
 from crawls.models import Batch, CrawlJob, JobStatus
 from crawls.selectors import batch_totals, batches_counted
 from crawls.services import job_cancel
 from crawls.services.batches import batch_cancel
+from items.models import ItemSighting
 from ops.admin_parts import JobOpsAdminMixin
+from ops.joblog import job_log_lines
 from project.errors import TrawlError
 
 STATUS_COLOURS = {
@@ -21,38 +26,109 @@ STATUS_COLOURS = {
 
 
 @admin.register(CrawlJob)
-class CrawlJobAdmin(JobOpsAdminMixin, admin.ModelAdmin):
+class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, ReadOnlyAdmin):
+    """Jobs, read-only: the list's key columns fit 1280 px; the page lays the numbers out, with Cancel, items, log."""
+
+    # The key columns first: whatever the window, they are never behind the list's horizontal scrollbar.
     list_display = (
         "short_id",
-        "url",
-        "scraper",
-        "version",
         "status_badge",
         "error_class",
         "pages",
         "items",
         "duration_s",
-        "queued_at",
+        "version_label",
+        "short_url",
+        "queued",
     )
-    list_filter = ("status", "error_class", "scraper", "version")
+    list_filter = ("status", "error_class", "scraper", "version", "batch")
+    list_select_related = ("scraper", "version")
     search_fields = ("url", "id", "worker")
-    readonly_fields = [field.name for field in CrawlJob._meta.fields if field.name != "alerts"] + [
-        *JobOpsAdminMixin.ops_fields
+    readonly_fields = [field.name for field in CrawlJob._meta.fields] + [
+        "numbers",
+        "duration_s",
+        *JobOpsAdminMixin.ops_fields,
     ]
+    fieldsets = (
+        (None, {"fields": ("id", "url", "status", "error_class", "error_message", "scraper", "version")}),
+        ("numbers", {"fields": ("numbers", "job_alerts")}),
+        (
+            "when",
+            {"fields": ("queued_at", "started_at", "finished_at", "duration_s", "heartbeat_at", "cancel_requested_at")},
+        ),
+        ("log", {"fields": ("job_log",)}),
+        (
+            "request",
+            {
+                "fields": (
+                    "requester",
+                    "priority",
+                    "requested_version",
+                    "requested_variant",
+                    "options",
+                    "callback_url",
+                    "source",
+                    "batch",
+                    "attempt",
+                    "max_attempts",
+                    "worker",
+                )
+            },
+        ),
+        ("raw stats", {"classes": ("collapse",), "fields": ("stats", "alerts")}),
+    )
     date_hierarchy = "queued_at"
     actions = ["cancel"]
+    cancel_service = staticmethod(lambda job: job_cancel(job=job))
 
-    def has_add_permission(self, request) -> bool:
-        return False
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view(self.log_view)
+        return [path("<path:object_id>/log/", view, name="crawls_crawljob_log"), *super().get_urls()]
+
+    def log_view(self, request, object_id: str) -> HttpResponse:
+        job = get_object_or_404(self.get_queryset(request), pk=object_id)
+        return HttpResponse("\n".join(job_log_lines(job=job)) + "\n", content_type="text/plain; charset=utf-8")
+
+    def changelist_view(self, request, extra_context=None):
+        # The app navigation sidebar takes a fifth of a 1280 px window; the list needs it more.
+        return super().changelist_view(request, {"is_nav_sidebar_enabled": False, **(extra_context or {})})
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        job = self.get_object(request, object_id)
+        extra = {
+            "items_seen": ItemSighting.objects.filter(job_id=job.pk).count() if job else 0,
+            "has_log": bool(job and job_log_lines(job=job, tail=1)),
+            **(extra_context or {}),
+        }
+        return super().change_view(request, object_id, form_url, extra_context=extra)
 
     @admin.display(description="job")
     def short_id(self, job: CrawlJob) -> str:
         return str(job.id)[:8]
 
+    @admin.display(description="queued", ordering="queued_at")
+    def queued(self, job: CrawlJob) -> str:
+        return timezone.localtime(job.queued_at).strftime("%m-%d %H:%M:%S")
+
+    @admin.display(description="url", ordering="url")
+    def short_url(self, job: CrawlJob):
+        shown = job.url if len(job.url) <= URL_CHARS else job.url[: URL_CHARS - 1] + "…"
+        return format_html('<span title="{}">{}</span>', job.url, shown)
+
+    @admin.display(description="scraper version", ordering="scraper__name")
+    def version_label(self, job: CrawlJob):
+        version = f" {job.version.version} ({job.version.variant})" if job.version_id else ""
+        # overflow-wrap: a long scraper name breaks rather than pushing the columns after it off screen.
+        return format_html('<span style="overflow-wrap:anywhere">{}{}</span>', job.scraper.name, version)
+
     @admin.display(description="status", ordering="status")
     def status_badge(self, job: CrawlJob):
         colour = STATUS_COLOURS.get(job.status, "#6c757d")
         return format_html('<b style="color:{}">{}</b>', colour, job.get_status_display())
+
+    @admin.display(description="numbers")
+    def numbers(self, job: CrawlJob):
+        return job_numbers(job)
 
     @admin.display(description="pages")
     def pages(self, job: CrawlJob):
@@ -111,7 +187,9 @@ class BatchJobInline(admin.TabularInline):
 
 
 @admin.register(Batch)
-class BatchAdmin(admin.ModelAdmin):
+class BatchAdmin(CancelButtonMixin, ReadOnlyAdmin):
+    """Batches, read-only: totals and a bar by outcome, the jobs inline, a Cancel button until it ends."""
+
     list_display = ("__str__", "requester", "status", "progress", "total", "priority", "created_at", "finished_at")
     list_filter = ("status", "requester")
     search_fields = ("id", "name")
@@ -119,12 +197,10 @@ class BatchAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     inlines = [BatchJobInline]
     actions = ["cancel"]
+    cancel_service = staticmethod(lambda batch: batch_cancel(batch=batch))
 
     def get_queryset(self, request):
         return batches_counted(super().get_queryset(request))
-
-    def has_add_permission(self, request) -> bool:
-        return False
 
     @admin.display(description="jobs by status")
     def live_totals(self, batch: Batch) -> str:

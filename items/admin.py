@@ -32,3 +32,19 @@ class ItemAdmin(admin.ModelAdmin):
     search_fields = ("url", "fingerprint")
     readonly_fields = [field.name for field in Item._meta.fields]
     inlines = [PriceChangeInline, SightingInline]
+
+    # Read-only: items are what crawls found; no Add, Save or Delete.
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def lookup_allowed(self, lookup: str, value: str, request=None) -> bool:
+        # The job page's "Items" link: the items one job saw.
+        return lookup in ("sightings__job__id__exact", "sightings__job") or super().lookup_allowed(
+            lookup, value, request
+        )

@@ -14,16 +14,16 @@ from crawls.fairshare import step_priorities
 from crawls.models import CrawlJob, JobStatus
 from crawls.publish import broker_priority
 from crawls.services.jobs import job_claim_fair, job_create
-from project.redis import get_redis
+from project.redis import get_redis, redis_key
 from tests.clients import client_for
 
 SHOP = "http://shop.test"
 
 
 @pytest.fixture(autouse=True)
-def clean_turns():
+def clean_turns(db):
     client = get_redis()
-    for key in client.scan_iter("trawl:fairshare:*"):
+    for key in client.scan_iter(redis_key("fairshare", "*")):
         client.delete(key)
     yield
 

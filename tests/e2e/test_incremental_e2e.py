@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from crawls.models import CrawlJob
-from project.redis import get_redis
+from project.redis import get_redis, redis_key
 from sources.services.sources import source_crawl_now, source_create
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -127,7 +127,7 @@ def shop():
     with ValidatingSite() as site:
         yield site
     client = get_redis()
-    for key in client.scan_iter("trawl:incremental:*", count=1000):
+    for key in client.scan_iter(redis_key("incremental", "*"), count=1000):
         client.delete(key)
 
 

@@ -1,4 +1,15 @@
-"""Issue 16 replayed: what a newcomer tripped over in the first hour, each checked through real processes."""
+"""Issue 16 replayed: what a newcomer tripped over in the first hour, each checked through real processes.
+
+Here: cancel of a fast running crawl (item 1) and `celery inspect active` naming the URL (item 8). The rest of the
+list is checked next to the code it is about:
+  2. README snippets run against the demo ........ tests/e2e/test_readme.py
+  3. a fresh install on a used Redis starts at 0 . tests/test_installation.py, tests/test_health.py
+  4. read-only admin, Cancel, 1280 px (Chromium) . tests/e2e/test_admin_pages.py
+  5. Flower: outcome in the result, no chores .... tests/e2e/test_flower.py
+  6. crawl --wait: version, work-based progress .. tests/e2e/test_crawl_command.py
+  7. unknown variant → 400 ........................ tests/crawls/test_api_jobs.py
+  8. landing page, /api/, effective share ........ tests/test_root.py, tests/registry/test_api_scrapers.py
+"""
 
 from __future__ import annotations
 

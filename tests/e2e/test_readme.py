@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -117,6 +118,7 @@ def test_every_readme_snippet_is_known_to_this_test():
     assert not unknown, f"README snippets this test does not run or explain: {unknown}"
 
 
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the README's snippets use curl, which is not installed")
 def test_readme_snippets_run_against_the_demo(
     api, requester, builtins, demo_shop, myproject, readme_worker, live_server
 ):

@@ -73,6 +73,8 @@ def _pump(child: Child, session: CrawlSession, crawl_id: str, *, wait: float) ->
     """Move the child's messages into the session for up to `wait` seconds; the `end` message if it came."""
     until = time.monotonic() + wait
     while (left := until - time.monotonic()) > 0:
+        if session.items.full():
+            return None  # the database is behind: leave the child's messages in its pipe until the tick drained
         message = child.receive(timeout=left)
         kind = message.get("t")
         if kind == "eof":

@@ -17,13 +17,18 @@ from scrapy.utils.defer import deferred_from_coro
 from crawls.scraping.runtime import ensure_reactor
 
 STOP_GRACE_SECONDS = 60
+# Items scraped but not yet upserted. When the database falls behind the reactor waits for room (flat memory)
+# instead of buffering a whole crawl.
+ITEM_QUEUE_MAX = 2000
+BUSY_TICK_SECONDS = 0.05  # how soon the task thread drains again when items are waiting
 
 
 @dataclass
 class CrawlSession:
     """State shared between the reactor thread (writes) and the task thread (reads)."""
 
-    items: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    items: queue.Queue = field(default_factory=lambda: queue.Queue(maxsize=ITEM_QUEUE_MAX))
+    abandoned: bool = False  # the task thread no longer drains: the reactor must not wait for room any more
     crawler: Crawler | None = None
     final_stats: dict[str, Any] | None = None
     finish_reason: str = ""
@@ -31,7 +36,13 @@ class CrawlSession:
     reported_stats: dict[str, Any] = field(default_factory=dict)  # sent by a crawl in a child process (packaged.py)
 
     def on_item(self, item: Any, response: Any, spider: Spider) -> None:
-        self.items.put(ItemAdapter(item).asdict())
+        data = ItemAdapter(item).asdict()
+        while not self.abandoned:  # blocks the reactor while the queue is full: backpressure onto the crawl
+            try:
+                self.items.put(data, timeout=0.5)
+                return
+            except queue.Full:
+                continue
 
     def on_spider_error(self, failure: Any, response: Any, spider: Spider) -> None:
         if not self.first_spider_error:
@@ -110,30 +121,14 @@ def run_spider(
     ensure_reactor()
     session = CrawlSession()
     result = _start(spider_cls, settings, spider_kwargs, session)
-    deadline = time.monotonic() + timeout
-    stopped_because, stop_deadline, crawl_error = "", None, ""
-    while True:
-        try:
-            result.wait(timeout=tick_seconds)
-            break
-        except crochet.TimeoutError:
-            pass
-        except Exception as exc:  # the crawl's Deferred failed: the spider could not start or crashed
-            crawl_error = f"{type(exc).__name__}: {exc}"
-            break
-        reason = on_tick(session)
-        if not stopped_because:
-            if time.monotonic() >= deadline:
-                reason = "timeout"
-            if reason == "cancelled" and session.finish_reason:
-                reason = ""  # the spider closed by itself first: a late cancel does not rewrite its outcome
-            if reason and session.crawler is not None:
-                stopped_because = reason
-                stop_deadline = time.monotonic() + STOP_GRACE_SECONDS
-                _stop(session.crawler)
-        elif stop_deadline and time.monotonic() >= stop_deadline:
-            result.cancel()
-            break
+    try:
+        stopped_because, crawl_error = _wait(result, session, timeout=timeout, on_tick=on_tick, tick=tick_seconds)
+    except BaseException:
+        # The tick raised (database error, Celery's soft time limit...): the crawl must not outlive this call.
+        session.abandoned = True
+        _stop_and_wait(result, session)
+        raise
+    session.abandoned = True
     stats = session.final_stats if session.final_stats is not None else live_stats(session)
     if session.finish_reason:
         # Scrapy records the reason after our spider_closed handler copied the stats.
@@ -146,3 +141,40 @@ def run_spider(
         first_spider_error=session.first_spider_error,
     )
     return crawl_result, session
+
+
+def _wait(result: Any, session: CrawlSession, *, timeout: float, on_tick: Callable, tick: float) -> tuple[str, str]:
+    """Tick until the crawl ends; ("timeout" | "cancelled" | "lost" | "", crawl error)."""
+    deadline = time.monotonic() + timeout
+    stopped_because, stop_deadline = "", None
+    while True:
+        try:
+            result.wait(timeout=BUSY_TICK_SECONDS if session.items.qsize() else tick)
+            return stopped_because, ""
+        except crochet.TimeoutError:
+            pass
+        except Exception as exc:  # the crawl's Deferred failed: the spider could not start or crashed
+            return stopped_because, f"{type(exc).__name__}: {exc}"
+        reason = on_tick(session)
+        if not stopped_because:
+            if time.monotonic() >= deadline:
+                reason = "timeout"
+            if reason == "cancelled" and session.finish_reason:
+                reason = ""  # the spider closed by itself first: a late cancel does not rewrite its outcome
+            if reason and session.crawler is not None:
+                stopped_because = reason
+                stop_deadline = time.monotonic() + STOP_GRACE_SECONDS
+                _stop(session.crawler)
+        elif stop_deadline and time.monotonic() >= stop_deadline:
+            result.cancel()
+            return stopped_because, ""
+
+
+def _stop_and_wait(result: Any, session: CrawlSession) -> None:
+    """Stop the crawler and wait (bounded) until its engine has closed; never raises."""
+    try:
+        if session.crawler is not None:
+            _stop(session.crawler)
+        result.wait(timeout=STOP_GRACE_SECONDS)
+    except BaseException:  # the original exception is the one the caller must see
+        result.cancel()

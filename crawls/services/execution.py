@@ -23,6 +23,7 @@ from crawls.scraping.packaged import package_run
 from crawls.scraping.runner import CrawlSession, live_stats, run_spider
 from crawls.scraping.settings import scrapy_settings_for
 from crawls.services.ending import job_end
+from crawls.services.heartbeat import heartbeat_kept
 from crawls.services.jobs import job_claim_fair
 from crawls.timeouts import job_timeout
 from items.ingestion import Ingestion
@@ -123,7 +124,7 @@ def job_execute(*, job_id: str, attempt: int, worker: str, slot_soft_limit: floa
         current, url = CrawlJob.objects.filter(pk=job_id).values_list("status", "url").first() or ("missing", "")
         logger.info("job %s attempt %s not claimed (status %s)", job_id, attempt, current)
         return {"status": current, "url": url, "job_id": str(job_id), "claimed": False}
-    with job_log_capture(job_id=job.pk, attempt=job.attempt):
+    with job_log_capture(job_id=job.pk, attempt=job.attempt), heartbeat_kept(job=job):
         return _job_run(job=job, attempt=attempt, worker=worker)
 
 

@@ -8,6 +8,7 @@ import secrets
 from django.db import transaction
 
 from access.models import ApiToken, Requester
+from access.tenancy import SYSTEM_TENANT
 
 
 def token_hash(token: str) -> str:
@@ -20,6 +21,10 @@ def token_issue(
 ) -> tuple[Requester, str]:
     """Create the requester if needed and a new token for it. The plain token exists only in the return value.
     `max_active_jobs`, when given, becomes the requester's cap on queued + running jobs (0 and up)."""
+    if requester_name == SYSTEM_TENANT:
+        from project.errors import TrawlError  # not at import time: DRF loads this module while project.errors loads
+
+        raise TrawlError(f"{SYSTEM_TENANT} is the system tenant (admin and scheduled work): it has no tokens")
     requester, created = Requester.objects.get_or_create(
         name=requester_name, defaults={"is_admin": admin, "webhook_secret": secrets.token_hex(32)}
     )

@@ -68,7 +68,8 @@ def category_map_confirm(*, category_map: CategoryMap, category: Category | None
 
 
 def items_categorize(*, external_name: str, category_id: int | None) -> int:
-    """Items whose `category` field is this external name now carry the internal category."""
+    """Items whose `category` field is this external name now carry the internal category (an indexed column: no
+    scan of every item's JSON)."""
     from items.models import Item
 
-    return Item.objects.filter(data__category=external_name).update(category_id=category_id)
+    return Item.objects.filter(category_name=external_name).update(category_id=category_id)

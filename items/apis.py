@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -28,12 +28,11 @@ EXPORT_CHUNK = 500
 
 
 def items_visible(*, requester: Requester) -> QuerySet[Item]:
-    """Admins see every item; a requester the items that any of its own jobs saw."""
+    """Admins see every item; a requester its own (those its jobs produced: access.tenancy)."""
     items = Item.objects.select_related("scraper", "category").prefetch_related("price_changes")
-    if requester.is_admin:
-        return items.order_by("-changed_at", "-pk")
-    own = ItemSighting.objects.filter(item=OuterRef("pk"), job__requester=requester)
-    return items.filter(Exists(own)).order_by("-changed_at", "-pk")
+    if not requester.is_admin:
+        items = items.filter(tenant=requester)
+    return items.order_by("-changed_at", "-pk")
 
 
 class ItemViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

@@ -13,6 +13,8 @@ class Item(models.Model):
     """One thing a scraper found, upserted by fingerprint so re-crawls update instead of duplicating."""
 
     scraper = models.ForeignKey("registry.Scraper", on_delete=models.CASCADE, related_name="items")
+    # Whose item it is (access.tenancy): the same page crawled for two requesters is two items.
+    tenant = models.ForeignKey("access.Requester", on_delete=models.CASCADE, related_name="items")
     fingerprint = models.CharField(max_length=64)
     url = models.URLField(max_length=2000, blank=True)
     data = models.JSONField(default=dict)
@@ -25,11 +27,15 @@ class Item(models.Model):
     category = models.ForeignKey(
         "catalog.Category", null=True, blank=True, on_delete=models.SET_NULL, related_name="items"
     )
+    # The item's external `category` name as a plain indexed column, so mapping a name never scans every item's JSON.
+    category_name = models.CharField(max_length=300, blank=True, db_index=True)
 
     class Meta:
         db_table = "crawls_item"
         ordering = ["-last_seen"]
-        constraints = [models.UniqueConstraint(fields=["scraper", "fingerprint"], name="unique_item_per_scraper")]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "scraper", "fingerprint"], name="unique_item_per_tenant_scraper")
+        ]
 
     def __str__(self) -> str:
         return self.data.get("title") or self.url or self.fingerprint

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,14 +13,15 @@ from ops.selectors import stats_report
 
 
 class StatsView(APIView):
-    """Any valid token may read the stats: they are operational numbers, not anyone's jobs or items."""
+    """An admin token reads everyone's numbers, the queues and the workers; a requester token its own numbers only."""
 
     @extend_schema(
         parameters=[
             OpenApiParameter(
                 "refresh_workers",
                 OpenApiTypes.BOOL,
-                description="Ask every worker now (`inspect active`, about a second) instead of beat's last sample.",
+                description="Admin tokens: ask every worker now (`inspect active`, about a second) instead of beat's "
+                "last sample. A broadcast to the workers, so refused (403) for requester tokens.",
             )
         ],
         responses={200: OpenApiTypes.OBJECT},
@@ -28,6 +30,12 @@ class StatsView(APIView):
         """Jobs by final status, pages, bytes, items new/changed/unchanged, HTTP status codes, error classes and
         throttle waits over the last 900, 3600 and 86400 seconds and for the lifetime — in total and per domain,
         scraper and scraper version (`{name: {window: numbers}}`) — plus queue depths per priority step (0 is the
-        most urgent), unacknowledged messages, queued/running jobs, and the workers seen."""
+        most urgent), unacknowledged messages, queued/running jobs, and the workers seen. A requester token gets
+        the same shape for its own jobs only, without queues and workers."""
         refresh = request.query_params.get("refresh_workers", "").lower() in {"1", "true", "yes"}
-        return Response(stats_report(refresh_workers=refresh))
+        requester = request.user
+        if requester.is_admin:
+            return Response(stats_report(refresh_workers=refresh))
+        if refresh:
+            raise PermissionDenied("refresh_workers broadcasts to every worker: it needs an admin token.")
+        return Response(stats_report(tenant=requester.pk))

@@ -13,7 +13,15 @@ from django.utils import timezone
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from ops import stats
 from ops.queues import queue_depths, queue_samples
-from ops.stats import FINAL_STATUSES, LIFETIME, stats_per_minute, stats_windows, summarize, throttle_numbers
+from ops.stats import (
+    FINAL_STATUSES,
+    LIFETIME,
+    stats_per_minute,
+    stats_windows,
+    summarize,
+    tenant_kind,
+    throttle_numbers,
+)
 from ops.workers import workers_report
 from throttling.services import throttle_adaptive_report
 
@@ -24,31 +32,43 @@ def window_names() -> list[str]:
     return [*map(str, settings.TRAWL_STATS_WINDOWS), LIFETIME]
 
 
-def stats_report(*, now: float | None = None, refresh_workers: bool = False) -> dict[str, Any]:
-    """Rolling windows per dimension ({name: {window: numbers}}), queue depths, active jobs and workers."""
+def stats_report(
+    *, now: float | None = None, refresh_workers: bool = False, tenant: int | None = None
+) -> dict[str, Any]:
+    """Rolling windows per dimension ({name: {window: numbers}}), queue depths, active jobs and workers.
+
+    With a tenant (a requester's token): that tenant's own numbers and active jobs only; the queues and workers,
+    which are everyone's, are left out."""
     windows = stats_windows(now=now)
     order = window_names()
+
+    def kind_of(kind: str) -> str:
+        return kind if tenant is None else tenant_kind(tenant, kind)
+
     report: dict[str, Any] = {
         "generated_at": timezone.now(),
         "windows": order,
-        "totals": {window: summarize(windows[window].get("all", {}).get("", {})) for window in order},
+        "totals": {window: summarize(windows[window].get(kind_of("all"), {}).get("", {})) for window in order},
     }
     for plural, kind in KINDS:
-        names = sorted({name for window in order for name in windows[window].get(kind, {})})
-        report[plural] = {
-            name: {window: summarize(windows[window].get(kind, {}).get(name, {})) for window in order} for name in names
-        }
-    report["queues"] = queue_depths()
-    report["jobs_active"] = jobs_active()
-    report["workers"] = workers_report(refresh=refresh_workers)
-    # Domains the adaptive controller holds below their configured rate, and why (docs/throttling.md).
-    report["throttle"] = {"adaptive": throttle_adaptive_report()}
+        rows = {window: windows[window].get(kind_of(kind), {}) for window in order}
+        names = sorted({name for window in order for name in rows[window]})
+        report[plural] = {name: {window: summarize(rows[window].get(name, {})) for window in order} for name in names}
+    report["jobs_active"] = jobs_active(requester=tenant)
+    if tenant is None:
+        report["queues"] = queue_depths()
+        report["workers"] = workers_report(refresh=refresh_workers)
+        # Domains the adaptive controller holds below their configured rate, and why (docs/throttling.md).
+        report["throttle"] = {"adaptive": throttle_adaptive_report()}
     return report
 
 
-def jobs_active() -> dict[str, int]:
+def jobs_active(*, requester: int | None = None) -> dict[str, int]:
     counts = dict.fromkeys(ACTIVE_STATUSES, 0)
-    rows = CrawlJob.objects.filter(status__in=ACTIVE_STATUSES).values("status").annotate(n=Count("id"))
+    jobs = CrawlJob.objects.filter(status__in=ACTIVE_STATUSES)
+    if requester is not None:
+        jobs = jobs.filter(requester_id=requester)
+    rows = jobs.values("status").annotate(n=Count("id"))
     counts.update({row["status"]: row["n"] for row in rows})
     return {str(status): n for status, n in counts.items()}
 

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from django.utils import timezone
 
+from access.tenancy import job_tenant_id
 from crawls.models import CrawlJob
 from ops.queues import queue_sample_store
 from ops.stats import job_dimensions, job_numbers, stats_record, throttle_numbers, version_label
@@ -24,8 +25,8 @@ def job_finished_record(*, job: CrawlJob) -> None:
     numbers = job_numbers(
         status=job.status, error_class=job.error_class, stats=job.stats, duration=job.duration, alerts=job.alerts
     )
-    dimensions = job_dimensions(domain=domain, scraper=job.scraper.name, version=version)
     try:
+        dimensions = job_dimensions(domain=domain, scraper=job.scraper.name, version=version, tenant=job_tenant_id(job))
         at = (job.finished_at or timezone.now()).timestamp()
         stats_record(at=at, dimensions=dimensions, numbers=numbers, duration=job.duration)
     except Exception as exc:  # Redis down or slow: the outcome is stored already; say which numbers were lost

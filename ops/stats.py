@@ -47,9 +47,24 @@ def version_label(scraper: str, version: str | None) -> str:
     return f"{scraper}/{version or 'none'}"
 
 
-def job_dimensions(*, domain: str, scraper: str, version: str | None) -> list[tuple[str, str]]:
-    """(kind, name) pairs a job counts under. `all` has the empty name."""
-    return [("all", ""), ("domain", domain or "-"), ("scraper", scraper), ("version", version_label(scraper, version))]
+def job_dimensions(
+    *, domain: str, scraper: str, version: str | None, tenant: int | None = None
+) -> list[tuple[str, str]]:
+    """(kind, name) pairs a job counts under. `all` has the empty name. With a tenant, each pair is counted a second
+    time under the tenant's own kinds (`t<id>.domain`...), which is all that tenant's token reads back."""
+    dimensions = [
+        ("all", ""),
+        ("domain", domain or "-"),
+        ("scraper", scraper),
+        ("version", version_label(scraper, version)),
+    ]
+    if tenant is None:
+        return dimensions
+    return [*dimensions, *((tenant_kind(tenant, kind), name) for kind, name in dimensions)]
+
+
+def tenant_kind(tenant: int, kind: str) -> str:
+    return f"t{tenant}.{kind}"
 
 
 def job_numbers(

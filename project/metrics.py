@@ -19,6 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+from access.services import token_authenticate
 from ops.queues import queue_depths
 from ops.selectors import jobs_active
 from ops.stats import LIFETIME, bucket_name, stats_windows
@@ -56,7 +57,24 @@ def _dimension_labels(kind: str, name: str) -> list[str]:
     return [name] if kind != "all" else []
 
 
+OTHER_DOMAINS = "other"
+
+
+def domains_bounded(domains: Mapping[str, Mapping[str, float]], *, keep: int) -> dict[str, dict[str, float]]:
+    """The `keep` domains with the most requests as they are, every other domain summed under `other`: the label
+    set stays bounded however many sites are crawled (a Prometheus series per domain ever seen would not)."""
+    ranked = sorted(domains, key=lambda name: (-domains[name].get("requests", 0), name))
+    bounded = {name: dict(domains[name]) for name in ranked[:keep]}
+    for name in ranked[keep:]:
+        other = bounded.setdefault(OTHER_DOMAINS, {})
+        for field, value in domains[name].items():
+            other[field] = other.get(field, 0) + value
+    return bounded
+
+
 def counter_families(lifetime: Mapping[str, Mapping[str, Mapping[str, float]]]) -> Iterator[Metric]:
+    keep = settings.TRAWL_METRICS_MAX_DOMAINS
+    lifetime = {**lifetime, "domain": domains_bounded(lifetime.get("domain", {}), keep=keep)}
     for kind, (prefix, dim_labels) in DIMENSIONS.items():
         for key, metric, doc, extra in COUNTERS:
             unit_suffix = "_seconds" if key == "throttle_wait_seconds" else ""
@@ -179,12 +197,24 @@ class TrawlCollector:
         yield from duration_families(lifetime)
 
 
+def metrics_allowed(authorization: str) -> bool:
+    """`Token <t>` or `Bearer <t>` (Prometheus' `authorization` / `bearer_token`), where t is TRAWL_STATS_METRICS_TOKEN
+    or an admin requester's API token. Never open: the numbers name every crawled domain."""
+    scheme, _, given = authorization.strip().partition(" ")
+    given = given.strip()
+    if scheme.lower() not in ("token", "bearer") or not given:
+        return False
+    metrics_token = settings.TRAWL_STATS_METRICS_TOKEN
+    if metrics_token and hmac.compare_digest(given.encode(), metrics_token.encode()):
+        return True
+    requester = token_authenticate(token=given)
+    return requester is not None and requester.is_admin
+
+
 def metrics(request: HttpRequest) -> HttpResponse:
-    token = settings.TRAWL_STATS_METRICS_TOKEN
-    if token:
-        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            return HttpResponse("Send `Authorization: Bearer <TRAWL_STATS_METRICS_TOKEN>`.\n", status=401)
+    if not metrics_allowed(request.headers.get("Authorization", "")):
+        message = "Send `Authorization: Bearer <token>`: TRAWL_STATS_METRICS_TOKEN or an admin API token.\n"
+        return HttpResponse(message, status=401, headers={"WWW-Authenticate": "Bearer"})
     registry = CollectorRegistry(auto_describe=False)
     registry.register(TrawlCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

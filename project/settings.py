@@ -116,7 +116,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["access.authentication.RequesterTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["access.permissions.IsRequester"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "project.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "project.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -152,6 +152,9 @@ LOGGING = {
 }
 
 # --- Trawl ---------------------------------------------------------------------------------------
+# Trawl's own Redis or database away during a crawl: the crawl waits and retries this long, then the job is requeued.
+# Never a site's error class, never the source's backoff.
+TRAWL_INFRA_PATIENCE_SECONDS = env.INFRA_PATIENCE_SECONDS
 TRAWL_JOB_TIMEOUT = env.JOB_TIMEOUT  # seconds a crawl may run before it is stopped and failed with `timeout`
 TRAWL_HEARTBEAT_SECONDS = env.HEARTBEAT_SECONDS
 TRAWL_EGRESS_LABEL = env.EGRESS_LABEL
@@ -275,8 +278,9 @@ TRAWL_STATS_INSPECT_TIMEOUT = 1.0  # seconds a sample waits for workers to answe
 TRAWL_STATS_WORKERS_SECONDS = 86400  # a node that ran a job this recently is listed among the workers seen
 TRAWL_STATS_DASHBOARD_MINUTES = 60  # the dashboard's jobs-per-minute chart
 TRAWL_STATS_DASHBOARD_SAMPLES = 120  # queue-depth samples the dashboard draws (an hour at 30 s)
-# "" leaves /metrics open, as Prometheus expects on a private network; else scrapes must send `Bearer <token>`.
-TRAWL_STATS_METRICS_TOKEN = ""
+# /metrics is never open: a scrape sends `Bearer <token>` (or `Token <token>`) with this token or an admin API token.
+TRAWL_STATS_METRICS_TOKEN = env.STATS_METRICS_TOKEN
+TRAWL_METRICS_MAX_DOMAINS = 50  # /metrics labels the busiest domains; the rest are summed under domain="other"
 
 # --- Scheduling: dispatching due sources, adaptive intervals, backoff (see docs/scheduling.md) ------------
 # A dispatcher that died frees its Redis lease after this long; a live one renews it after every chunk.

@@ -48,6 +48,24 @@ def requester(db):
 
 
 @pytest.fixture
+def admin_auth(db) -> str:
+    """An `Authorization` header value with an admin token: what /metrics and broadcasts to workers need."""
+    from access.services import token_issue
+
+    _, token = token_issue(requester_name="root", admin=True)
+    return f"Token {token}"
+
+
+@pytest.fixture
+def admin_api(admin_auth):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=admin_auth)
+    return client
+
+
+@pytest.fixture
 def api(requester):
     from rest_framework.test import APIClient
 

@@ -1,7 +1,8 @@
 """Schema-driven fuzzing of the REST API (schemathesis over our own OpenAPI, /api/schema/).
 
-Every operation gets generated valid and invalid input, as a plain requester and as an admin. No answer may be a
-5xx, and a plain requester's answers never contain another requester's job or batch ids.
+Every operation gets generated valid and invalid input, as each of two plain requesters and as an admin. No answer
+may be a 5xx, and a requester's answers never contain the other requester's job, batch or item ids, domains or item
+data.
 """
 
 from __future__ import annotations
@@ -46,23 +47,38 @@ def _keep_connection():
     request_finished.connect(close_old_connections)
 
 
-@pytest.fixture
-def tokens(db, builtins):
-    """alice and an admin fuzz; bob owns jobs, a batch and an item (on bob.test) none of alice's answers may show."""
+def _world_of(name: str, link: Scraper) -> tuple[object, str, list[str]]:
+    """A requester with a batch, two jobs and an item whose data holds a secret: (requester, token, its secrets)."""
     from access.services import token_issue
 
-    _, alice = token_issue(requester_name="alice")
-    _, admin = token_issue(requester_name="root", admin=True)
-    bob, _ = token_issue(requester_name="bob")
-    link = Scraper.objects.get(name="link")
-    batch = Batch.objects.create(requester=bob, name="bobs", total=1)
-    secrets = [str(batch.pk)]
-    secrets.append(str(CrawlJob.objects.create(url="http://bob.test/", scraper=link, requester=bob, batch=batch).pk))
-    job = CrawlJob.objects.create(url="http://bob.test/x", scraper=link, requester=bob)
-    item = Item.objects.create(scraper=link, fingerprint="bobs", url="http://bob.test/secret-item", content_hash="h")
+    requester, token = token_issue(requester_name=name)
+    batch = Batch.objects.create(requester=requester, name=f"{name}s", total=1)
+    in_batch = CrawlJob.objects.create(url=f"http://{name}.test/", scraper=link, requester=requester, batch=batch)
+    job = CrawlJob.objects.create(url=f"http://{name}.test/x", scraper=link, requester=requester)
+    item = Item.objects.create(
+        tenant=requester,
+        scraper=link,
+        fingerprint=f"{name}s",
+        url=f"http://{name}.test/secret-item",
+        data={"owner_secret": f"{name}-secret-data"},
+        content_hash="h",
+        last_job=job,
+    )
     ItemSighting.objects.create(job=job, item=item, change="new")
-    secrets += [str(job.pk), "bob.test"]
-    return {"alice": alice, "admin": admin, "bob_ids": secrets}
+    secrets = [str(batch.pk), str(in_batch.pk), str(job.pk), f"{name}.test", f"{name}-secret-data"]
+    return requester, token, secrets
+
+
+@pytest.fixture
+def tokens(db, builtins):
+    """alice and bob each own jobs, a batch and an item; each fuzzes, and neither may ever see the other's."""
+    from access.services import token_issue
+
+    link = Scraper.objects.get(name="link")
+    _, alice, alice_secrets = _world_of("alice", link)
+    _, bob, bob_secrets = _world_of("bob", link)
+    _, admin = token_issue(requester_name="root", admin=True)
+    return {"alice": (alice, bob_secrets), "bob": (bob, alice_secrets), "admin": admin}
 
 
 def call(case, token: str):
@@ -73,11 +89,13 @@ def call(case, token: str):
 
 @schema.parametrize()
 @FUZZ
-def test_a_requester_never_gets_a_5xx_nor_another_requesters_ids(case, tokens):
-    response = call(case, tokens["alice"])
+@pytest.mark.parametrize("who", ["alice", "bob"])
+def test_a_requester_never_gets_a_5xx_nor_another_requesters_ids_or_data(case, tokens, who):
+    token, others = tokens[who]
+    response = call(case, token)
 
-    leaked = [value for value in tokens["bob_ids"] if value in response.text]
-    assert not leaked, f"{case.method} {case.formatted_path} showed bob's {leaked}"
+    leaked = [value for value in others if value in response.text]
+    assert not leaked, f"{case.method} {case.formatted_path} showed {who} the other requester's {leaked}"
 
 
 @schema.parametrize()

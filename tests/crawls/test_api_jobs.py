@@ -191,7 +191,12 @@ def test_cancel_queued_job_then_cancel_again_conflicts(api, alice_job):
 def test_job_items_lists_what_the_job_saw(api, alice_job):
     job = CrawlJob.objects.get(pk=alice_job["id"])
     item = Item.objects.create(
-        scraper=job.scraper, fingerprint="f", url="http://shop.test/1", data={"title": "One"}, content_hash="h"
+        tenant=job.requester,
+        scraper=job.scraper,
+        fingerprint="f",
+        url="http://shop.test/1",
+        data={"title": "One"},
+        content_hash="h",
     )
     ItemSighting.objects.create(job=job, item=item, change="new")
 

@@ -9,6 +9,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from crawls.models import CrawlJob
+from items.models import Item
 from registry.models import Scraper, ScraperVersion
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -53,3 +54,45 @@ def test_a_2000_item_flush_on_a_slow_database_never_lets_the_job_go_stale(api, b
     assert finished.stats["items_new"] == 2000
     # Heartbeats every second in tests; the reaper's stale bound is a few heartbeats.
     assert worst < 3, f"the heartbeat was {worst:.1f}s old while the flush waited for the database"
+
+
+# --- tenancy -----------------------------------------------------------------------------------------------
+
+
+def test_two_requesters_crawling_the_same_page_each_read_only_their_own_data(builtins, site, job_waiter):
+    """Same URL, different cookies and attrs: two items, and no endpoint shows one requester the other's."""
+    from tests.clients import client_for
+
+    alice, bob = client_for("alice"), client_for("bob")
+    url = f"{site.url}/product-2.html"
+    ids = {}
+    for name, client in (("alice", alice), ("bob", bob)):
+        options = {"cookie": f"session={name}-cookie", "attrs": {"owner_secret": f"{name}-secret"}}
+        ids[name] = submit(client, url=url, options=options)
+    for job_id in ids.values():
+        assert job_waiter(job_id).status == "succeeded"
+
+    for me, client, other in (("alice", alice, "bob"), ("bob", bob, "alice")):
+        mine, theirs = ids[me], ids[other]
+        items = client.get("/api/items/").json()["results"]
+        assert [item["data"]["owner_secret"] for item in items] == [f"{me}-secret"]
+        job_items = client.get(f"/api/jobs/{mine}/items/").json()["results"]
+        assert [item["data"]["owner_secret"] for item in job_items] == [f"{me}-secret"]
+        pages = [
+            client.get("/api/items/"),
+            client.get(f"/api/jobs/{mine}/items/"),
+            client.get(f"/api/jobs/{mine}/items/?format=jsonl"),
+            client.get(f"/api/jobs/{mine}/items/?format=csv"),
+            client.get("/api/jobs/"),
+            client.get(f"/api/jobs/{mine}/"),
+            client.get(f"/api/jobs/{mine}/log/"),
+            client.get("/api/batches/"),
+            client.get("/api/stats/"),
+        ]
+        for response in pages:
+            assert response.status_code == 200, response
+            body = b"".join(response.streaming_content) if response.streaming else response.content
+            assert f"{other}-secret".encode() not in body and theirs.encode() not in body, response.request
+        for path in (f"/api/jobs/{theirs}/", f"/api/jobs/{theirs}/items/", f"/api/jobs/{theirs}/log/"):
+            assert client.get(path).status_code == 404, path
+    assert Item.objects.filter(url=url).count() == 2

@@ -53,8 +53,8 @@ def test_stats_need_a_token(client):
     assert client.get("/api/stats/").status_code in (401, 403)
 
 
-def test_stats_show_windows_per_domain_and_version(api, counted):
-    body = api.get("/api/stats/").json()
+def test_stats_show_windows_per_domain_and_version(admin_api, counted):
+    body = admin_api.get("/api/stats/").json()
 
     assert body["windows"] == ["900", "3600", "86400", "lifetime"]
     assert body["totals"]["900"]["jobs"] == {"succeeded": 1, "failed": 1, "cancelled": 0, "dead": 0, "total": 2}
@@ -124,8 +124,8 @@ def test_workers_seen_come_from_job_rows(builtins):
     assert nodes["crawl@b"]["jobs_running"] == 0
 
 
-def test_metrics_parse_and_carry_the_counters(client, counted):
-    response = client.get("/metrics")
+def test_metrics_parse_and_carry_the_counters(client, counted, admin_auth):
+    response = client.get("/metrics", HTTP_AUTHORIZATION=admin_auth)
     samples = metric_samples(response.content.decode())
 
     assert response.status_code == 200
@@ -143,24 +143,87 @@ def test_metrics_parse_and_carry_the_counters(client, counted):
     assert ("trawl_jobs", (("status", "running"),)) in samples
 
 
-def test_metrics_count_webhook_deliveries_by_status(client, stats_prefix):
+def test_metrics_count_webhook_deliveries_by_status(client, stats_prefix, admin_auth):
     from callbacks.models import Delivery
 
     Delivery.objects.create(
         event="job.completed", dedupe_key="job:1", target_url="http://x.test/", payload={}, status="dead"
     )
 
-    samples = metric_samples(client.get("/metrics").content.decode())
+    samples = metric_samples(client.get("/metrics", HTTP_AUTHORIZATION=admin_auth).content.decode())
 
     assert samples[("trawl_webhook_deliveries", (("event", "job.completed"), ("status", "dead")))] == 1
 
 
-def test_metrics_token_when_set(client, settings, stats_prefix):
+def test_metrics_take_the_metrics_token_in_either_scheme(client, settings, stats_prefix):
     settings.TRAWL_STATS_METRICS_TOKEN = "s3cret"
 
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Token s3cret").status_code == 200
+
+
+@pytest.mark.parametrize("settings_module", ["project.settings", "project.settings_production"])
+def test_metrics_are_closed_in_every_settings_module(settings_module):
+    """Without a token nothing is scraped, and a requester's token is not enough: only admin or metrics tokens."""
+    import subprocess
+    import sys
+
+    script = (
+        "import django; django.setup()\n"
+        "from django.test import Client\n"
+        "from django.test.utils import setup_test_environment\n"
+        "setup_test_environment()\n"
+        "print(Client().get('/metrics', secure=True).status_code)\n"
+    )
+    env = {**__import__("os").environ, "DJANGO_SETTINGS_MODULE": settings_module, "SECRET_KEY": "x" * 50}
+    env.pop("TRAWL_STATS_METRICS_TOKEN", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+
+    assert out.stdout.strip().splitlines()[-1:] == ["401"], out.stderr[-2000:]
+
+
+def test_metrics_refuse_a_requester_token_and_take_an_admin_one_as_token_or_bearer(client, api, admin_auth):
+    plain = api._credentials["HTTP_AUTHORIZATION"]
+
+    assert client.get("/metrics", HTTP_AUTHORIZATION=plain).status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION=plain.replace("Token", "Bearer")).status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION=admin_auth).status_code == 200
+    assert client.get("/metrics", HTTP_AUTHORIZATION=admin_auth.replace("Token", "Bearer")).status_code == 200
+
+
+def test_metrics_label_only_the_busiest_domains_and_sum_the_rest(client, stats_prefix, settings, admin_auth):
+    settings.TRAWL_METRICS_MAX_DOMAINS = 3
+    for number in range(10):
+        numbers = job_numbers(status="succeeded", stats={"pages": 1, "requests": 10 - number})
+        stats_record(
+            at=NOW, dimensions=job_dimensions(domain=f"d{number}.test", scraper="link", version="1"), numbers=numbers
+        )
+
+    samples = metric_samples(client.get("/metrics", HTTP_AUTHORIZATION=admin_auth).content.decode())
+    domains = {dict(labels)["domain"] for name, labels in samples if name == "trawl_domain_pages_total"}
+
+    assert domains == {"d0.test", "d1.test", "d2.test", "other"}
+    assert samples[("trawl_domain_pages_total", (("domain", "other"),))] == 7
+
+
+def test_a_requester_reads_only_its_own_stats_and_may_not_broadcast(api, requester, stats_prefix):
+    from access.services import token_issue
+
+    bob, _ = token_issue(requester_name="bob")
+    for tenant, domain in ((requester.pk, "alice.test"), (bob.pk, "bob.test")):
+        numbers = job_numbers(status="succeeded", stats={"pages": 2})
+        dimensions = job_dimensions(domain=domain, scraper="link", version="1", tenant=tenant)
+        stats_record(at=NOW, dimensions=dimensions, numbers=numbers)
+
+    body = api.get("/api/stats/").json()
+    refresh = api.get("/api/stats/?refresh_workers=1")
+
+    assert set(body["domains"]) == {"alice.test"}
+    assert body["totals"]["lifetime"]["jobs"]["succeeded"] == 1
+    assert "workers" not in body and "queues" not in body
+    assert refresh.status_code == 403
 
 
 def test_dashboard_is_for_staff_only(client, django_user_model, stats_prefix):

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from access.tenancy import system_tenant
 from callbacks.models import Delivery, DeliveryAttempt
 from crawls.models import CrawlJob, JobStatus
 from items.models import Item, ItemSighting
@@ -38,7 +39,9 @@ def world(builtins):
     link = Scraper.objects.get(name="link")
     source = Source.objects.create(url="http://shop.test/list", scraper=link)
     old = make_job(days_ago=40)
-    item = Item.objects.create(scraper=link, fingerprint="f1", data={"title": "x"}, content_hash="h", last_job=old)
+    item = Item.objects.create(
+        tenant=system_tenant(), scraper=link, fingerprint="f1", data={"title": "x"}, content_hash="h", last_job=old
+    )
     ItemSighting.objects.create(job=old, item=item, change="new")
     JobLogSink(job_id=old.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop hello"])
     job_log_store(job_id=old.pk, attempt=1)

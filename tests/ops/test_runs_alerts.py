@@ -157,7 +157,9 @@ def test_alerts_are_counted_by_monitor_kind():
     assert (numbers["alert:min_coverage"], numbers["alert:min_items"]) == (1, 1)
 
 
-def test_metrics_count_the_alerts_of_ended_jobs(client, source, stats_prefix, django_capture_on_commit_callbacks):
+def test_metrics_count_the_alerts_of_ended_jobs(
+    client, source, stats_prefix, django_capture_on_commit_callbacks, admin_auth
+):
     from ops.services import job_finished_record
     from tests.ops.test_apis import metric_samples
 
@@ -166,6 +168,6 @@ def test_metrics_count_the_alerts_of_ended_jobs(client, source, stats_prefix, dj
     with django_capture_on_commit_callbacks(execute=True):
         job_finished_record(job=job)
 
-    samples = metric_samples(client.get("/metrics").content.decode())
+    samples = metric_samples(client.get("/metrics", HTTP_AUTHORIZATION=admin_auth).content.decode())
 
     assert samples[("trawl_job_alerts_total", (("monitor", "min_items"),))] == 1

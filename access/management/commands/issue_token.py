@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from access.services import token_issue
+from project.errors import TrawlError
 
 
 class Command(BaseCommand):
@@ -21,6 +22,9 @@ class Command(BaseCommand):
     def handle(self, *args, requester: str, admin: bool, max_active_jobs: int | None, **options):
         if max_active_jobs is not None and max_active_jobs < 0:
             raise CommandError("--max-active-jobs must be 0 or more")
-        owner, token = token_issue(requester_name=requester, admin=admin, max_active_jobs=max_active_jobs)
+        try:
+            owner, token = token_issue(requester_name=requester, admin=admin, max_active_jobs=max_active_jobs)
+        except TrawlError as exc:
+            raise CommandError(exc.message) from None
         line = {"requester": owner.name, "token": token, "webhook_secret": owner.webhook_secret}
         self.stdout.write(json.dumps(line))

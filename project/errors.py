@@ -20,10 +20,15 @@ class TrawlError(Exception):
         return {self.field or "detail": [self.message] if self.field else self.message}
 
 
+class InfrastructureUnavailable(Exception):
+    """Trawl's own Redis or database stayed away longer than TRAWL_INFRA_PATIENCE_SECONDS during a crawl. Not the
+    site's fault: the job is requeued, never failed with a site's error class, and its source never backs off."""
+
+
 def api_exception_handler(exc, context):
     if isinstance(exc, TrawlError):
         return Response(exc.as_dict(), status=exc.status_code)
     return exception_handler(exc, context)
 
 
-__all__ = ("TrawlError", "api_exception_handler", "status")
+__all__ = ("InfrastructureUnavailable", "TrawlError", "api_exception_handler", "status")

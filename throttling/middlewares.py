@@ -27,13 +27,13 @@ from twisted.internet.error import ConnectionLost, TCPTimedOutError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 from twisted.web._newclient import ResponseNeverReceived
 
+from project.errors import InfrastructureUnavailable
 from throttling.buckets import BLOCKED, GRANTED, STALE, Decision, TokenBuckets, retry_after_seconds
 from throttling.controller import AdaptiveController, is_error
 
 logger = logging.getLogger("trawl.throttle")
 
 PAUSE_STATUSES = (429, 503)
-REDIS_ATTEMPTS = 5
 # Exceptions that say the site is overloaded, for the adaptive controller; DNS errors and refusals say nothing of it.
 OVERLOAD_EXCEPTIONS = (
     DownloadTimeoutError,
@@ -109,6 +109,7 @@ class ThrottleMiddleware:
         stats: StatsCollector,
         max_sleep: float = 1.0,
         max_pause: float = 3600.0,
+        patience: float = 120.0,
         load_rules: Callable[[], bool] = load_rules,
         controller: AdaptiveController | None = None,
         closing: Callable[[], bool] = lambda: False,
@@ -120,6 +121,7 @@ class ThrottleMiddleware:
         self.stats = stats
         self.max_sleep = max_sleep
         self.max_pause = max_pause
+        self.patience = patience
         self.load_rules = load_rules
         self.closing = closing
         self._redis: Any = None
@@ -147,8 +149,11 @@ class ThrottleMiddleware:
         return None
 
     async def _acquire(self, host: str, egress: str) -> float:
-        """Wait until both buckets gave a token; return the seconds spent sleeping."""
-        waited, failures = 0.0, 0
+        """Wait until both buckets gave a token; return the seconds spent sleeping.
+
+        Redis away (restarting, failing over) is waited out for up to `patience` seconds, then the crawl is told
+        that Trawl's own infrastructure failed, never that the site did."""
+        waited, redis_down_since = 0.0, None
         while True:
             if waited and self.closing():
                 # Without this a cancelled crawl keeps sending every request that was waiting for a token.
@@ -156,11 +161,12 @@ class ThrottleMiddleware:
                 raise CrawlClosing("the crawl is stopping")
             try:
                 decision = await self.buckets.take_async(await self._client(), host=host, egress=egress)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                failures += 1
+            except redis.RedisError as exc:
                 self.stats.inc_value("throttle/redis_errors")
-                if failures >= REDIS_ATTEMPTS:
-                    raise
+                redis_down_since = redis_down_since or time.monotonic()
+                if time.monotonic() - redis_down_since >= self.patience:
+                    self.stats.inc_value("trawl/infrastructure_errors")
+                    raise InfrastructureUnavailable(f"redis unavailable for {self.patience:.0f}s: {exc}") from exc
                 logger.warning("throttle: redis unavailable (%s); asking again in %.1fs", exc, self.max_sleep)
                 delay = self.max_sleep
             else:
@@ -204,7 +210,11 @@ class ThrottleMiddleware:
             host = urlparse_cached(request).hostname
             if seconds and host:
                 seconds = min(seconds, self.max_pause)
-                await self.buckets.pause_async(await self._client(), host=host, seconds=seconds)
+                try:
+                    await self.buckets.pause_async(await self._client(), host=host, seconds=seconds)
+                except redis.RedisError as exc:  # sharing the pause is best effort; the response is the site's
+                    logger.warning("throttle: could not pause %s (redis: %s)", host, exc)
+                    return response
                 self.stats.inc_value("throttle/paused")
                 logger.info("throttle: %s answered %s, pausing it for %.0fs", host, response.status, seconds)
         return response
@@ -260,6 +270,7 @@ def throttle_options() -> dict[str, Any]:
         "egress": django_settings.TRAWL_EGRESS_LABEL,
         "max_sleep": float(django_settings.TRAWL_THROTTLE_MAX_SLEEP),
         "max_pause": float(django_settings.TRAWL_THROTTLE_MAX_PAUSE),
+        "patience": float(django_settings.TRAWL_INFRA_PATIENCE_SECONDS),
     }
 
 

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import redis
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from crawls.cancel import cancel_requested
@@ -24,19 +25,20 @@ from crawls.scraping.runner import CrawlSession, live_stats, run_spider
 from crawls.scraping.settings import scrapy_settings_for
 from crawls.services.ending import job_end
 from crawls.services.heartbeat import heartbeat_kept
-from crawls.services.jobs import job_claim_fair
+from crawls.services.jobs import job_claim_fair, job_requeue_infrastructure
 from crawls.timeouts import job_timeout
 from items.ingestion import Ingestion
 from items.services import item_fingerprint, items_upsert
 from ops.alerts import job_alert_notify
 from ops.logcapture import job_log_capture, job_log_level
 from ops.monitoring import job_monitors, job_outcome_monitored
-from project.errors import TrawlError
+from project.errors import InfrastructureUnavailable, TrawlError
 from registry.services import version_route
 from registry.spiders import spider_load
 from sources.services.children import source_crawl_extras
 
 logger = logging.getLogger("trawl.jobs")
+INFRASTRUCTURE_ERRORS = (DatabaseError, redis.RedisError, InfrastructureUnavailable)
 FLUSH_BUDGET_SECONDS = 0.3  # per tick, so heartbeats and cancel checks still happen on time
 TICK_SECONDS = 0.5  # how often the task thread drains items and reads the cancel flag: a cancel lands within ~1 s
 
@@ -52,9 +54,24 @@ class JobTracker:
         self.ingestion = Ingestion.for_job(job)  # the version's item schema: invalid items never reach the upsert
         self.heartbeat_every = settings.TRAWL_HEARTBEAT_SECONDS
         self.last_beat = self.last_progress = time.monotonic()
+        self.pending: list[dict[str, Any]] = []  # drained but not written yet (the database refused them)
+        self.db_down_since: float | None = None
 
     def __call__(self, session: CrawlSession) -> str:
-        self.flush(session, budget=FLUSH_BUDGET_SECONDS)
+        try:
+            self.flush(session, budget=FLUSH_BUDGET_SECONDS)
+            reason = self._beat(session)
+        except DatabaseError as exc:
+            # Trawl's database, not the site: keep the items, let the crawl wait, try again next tick (bounded).
+            self.db_down_since = self.db_down_since or time.monotonic()
+            logger.warning("job %s: database error during the crawl (%s); retrying", self.job.pk, exc)
+            if time.monotonic() - self.db_down_since >= settings.TRAWL_INFRA_PATIENCE_SECONDS:
+                return "infrastructure"
+            return ""
+        self.db_down_since = None
+        return reason
+
+    def _beat(self, session: CrawlSession) -> str:
         # Every tick, not every heartbeat: one EXISTS a tick is cheap, and a cancel must land within about a second.
         if self._cancel_asked():
             return "cancelled"
@@ -62,7 +79,10 @@ class JobTracker:
         if not beat_due and time.monotonic() - self.last_progress < PROGRESS_SECONDS:
             return ""
         self.last_progress = time.monotonic()
-        progress = {**job_stats(live_stats(session)), **self.item_counts()}
+        scrapy_stats = live_stats(session)
+        if scrapy_stats.get("trawl/infrastructure_errors"):
+            return "infrastructure"  # Redis stayed away past the throttle's patience: stop, the job is requeued
+        progress = {**job_stats(scrapy_stats), **self.item_counts()}
         progress_store(job_id=self.job.pk, stats=progress)  # every second, for `crawl --wait`
         if not beat_due:
             return ""
@@ -87,12 +107,16 @@ class JobTracker:
         """
         deadline = None if budget is None else time.monotonic() + budget
         while True:
-            batch = session.drain(settings.TRAWL_ITEM_CHUNK)
-            # The same item seen twice in one crawl counts once.
-            valid = self.ingestion.clean([data for data in batch if not self._discovery(data)])
-            fresh = [data for data in valid if self._first_sighting(data)]
-            if fresh:
-                self.counts.update(items_upsert(job=self.job, items=fresh))
+            if not self.pending:
+                batch = session.drain(settings.TRAWL_ITEM_CHUNK)
+                # The same item seen twice in one crawl counts once.
+                valid = self.ingestion.clean([data for data in batch if not self._discovery(data)])
+                self.pending = [data for data in valid if self._first_sighting(data)]
+            else:
+                batch = self.pending
+            if self.pending:
+                self.counts.update(items_upsert(job=self.job, items=self.pending))  # raises: kept for next time
+                self.pending = []
             if not batch or (deadline is not None and time.monotonic() >= deadline):
                 return
 
@@ -125,7 +149,11 @@ def job_execute(*, job_id: str, attempt: int, worker: str, slot_soft_limit: floa
         logger.info("job %s attempt %s not claimed (status %s)", job_id, attempt, current)
         return {"status": current, "url": url, "job_id": str(job_id), "claimed": False}
     with job_log_capture(job_id=job.pk, attempt=job.attempt), heartbeat_kept(job=job):
-        return _job_run(job=job, attempt=attempt, worker=worker)
+        try:
+            return _job_run(job=job, attempt=attempt, worker=worker)
+        except INFRASTRUCTURE_ERRORS as exc:
+            # Trawl's own Redis or database failed: requeue, never blame the site (no error class, no backoff).
+            return _result(job_requeue_infrastructure(job=job, reason=f"{type(exc).__name__}: {exc}") or job)
 
 
 def _job_run(*, job: CrawlJob, attempt: int, worker: str) -> dict[str, Any]:
@@ -169,6 +197,10 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str) -> dict[str, Any]:
         )
     except PackageUnavailable as exc:
         return _result(job_end(job=job, error_class=ErrorClass.PACKAGE, message=exc.message) or job)
+    if crawl.stopped_because == "infrastructure" or crawl.stats.get("trawl/infrastructure_errors"):
+        raise InfrastructureUnavailable(
+            f"the crawl could not reach Trawl's Redis or database ({crawl.stopped_because})"
+        )
     tracker.flush(session)
     stats = {**job_stats(crawl.stats), **tracker.item_counts()}
     stats.update(source_crawl_extras(job=job, discovered=list(tracker.discovered.values()), scrapy_stats=crawl.stats))

@@ -158,6 +158,30 @@ def job_claim_fair(*, job_id: str, attempt: int, worker: str, slot_soft_limit: f
 
 
 @transaction.atomic
+def job_requeue_infrastructure(*, job: CrawlJob, reason: str) -> CrawlJob | None:
+    """Put a running job back in the queue because Trawl's own Redis or database failed under it, not the site.
+
+    A new attempt (the old message can no longer claim it) that does not count against the job's attempts; no error
+    class, no source feedback. If the broker is still away the publish is skipped: the reaper publishes queued
+    jobs again (at once when Redis came back empty). None if the job was no longer this attempt's."""
+    moved = CrawlJob.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempt=job.attempt).update(
+        status=JobStatus.QUEUED,
+        attempt=job.attempt + 1,
+        max_attempts=job.max_attempts + 1,
+        worker="",
+        heartbeat_at=None,
+    )
+    if not moved:
+        return None
+    logger.warning("job %s attempt %s requeued: Trawl's infrastructure failed (%s)", job.pk, job.attempt, reason)
+    requeued = CrawlJob.objects.select_related("scraper", "version").get(pk=job.pk)
+    try:
+        publish_crawl(job=requeued)
+    except Exception as exc:  # the broker is what failed: the reaper republishes queued jobs
+        logger.warning("job %s: requeue not published (%s); the reaper will", job.pk, exc)
+    return requeued
+
+
 def job_cancel(*, job: CrawlJob) -> CrawlJob:
     """Queued jobs end now; running ones are asked to stop (their crawl reads the flag every tick, so it stops within
     about a second) and end `cancelled` — unless the crawl finished first, which keeps its own outcome."""

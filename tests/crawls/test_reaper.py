@@ -154,3 +154,20 @@ def test_default_thresholds_act_well_before_the_batch_backstop_and_the_visibilit
     assert celeryconfig.broker_transport_options["visibility_timeout"] > celeryconfig.task_time_limit
     assert celeryconfig.task_acks_late and celeryconfig.task_reject_on_worker_lost
     assert celeryconfig.worker_prefetch_multiplier == 1
+
+
+def test_a_job_requeued_for_an_infrastructure_fault_keeps_its_attempts_and_blames_no_site(builtins, published):
+    from crawls.services.jobs import job_requeue_infrastructure
+    from sources.models import Source
+
+    source = Source.objects.create(url="http://shop.test/list", scraper=Scraper.objects.get(name="link"))
+    job = make_job(status="running", source=source)
+
+    requeued = job_requeue_infrastructure(job=job, reason="OperationalError: database is locked")
+
+    source.refresh_from_db()
+    assert (requeued.status, requeued.attempt, requeued.max_attempts) == ("queued", 2, 4)
+    assert (requeued.error_class, requeued.finished_at) == ("", None)
+    assert source.consecutive_failures == 0
+    assert published.args_of(RUN_CRAWL) == [(str(job.pk), 2)]
+    assert job_requeue_infrastructure(job=job, reason="again") is None  # that attempt is no longer running

@@ -350,3 +350,62 @@ def test_a_webhook_receiver_down_for_a_while_gets_the_event_later_exactly_once(r
     assert received[0].headers["X-Trawl-Delivery"] == str(delivery.pk)
     log = list(delivery.attempt_log.order_by("number").values_list("ok", flat=True))
     assert log[-1] is True and not any(log[:-1])
+
+
+def test_redis_restarted_empty_with_production_timings_blames_no_site_and_completes_the_batch_once(
+    builtins, requester, slow_site, private_redis, tmp_path, monkeypatch
+):
+    """Ten jobs against a healthy site; Redis is killed mid-batch and comes back empty. With the production reaper
+    and sweeper periods (no 5 s shortcuts): the running crawls wait the outage out, the queued jobs whose messages
+    died are republished as soon as the reaper sees the new Redis, every job succeeds, no source is blamed, and
+    exactly one `batch.completed` arrives within 180 s of Redis returning."""
+    from django_celery_beat.models import PeriodicTask
+
+    from crawls.services import batches
+    from project.celery import app
+
+    env = {"REDIS_URL": private_redis.url}
+    reaper_every(15)  # production's TRAWL_REAPER_INTERVAL_SECONDS
+    PeriodicTask.objects.filter(name="sweep-deliveries").update(enabled=True)
+
+    def publish_to_private_redis(work, **options):
+        with app.connection_for_write(private_redis.url) as connection:
+            return work.apply_async(connection=connection, **options)
+
+    monkeypatch.setattr("crawls.publish.send", publish_to_private_redis)
+    # Production thresholds: queued grace 900 s, stale after 3 heartbeats + 15 s, batch backstop 900 s.
+    worker_env = {**env, "TRAWL_WEBHOOK_BACKOFF_SECONDS": "1", "TRAWL_WEBHOOK_BACKOFF_MAX_SECONDS": "5"}
+    ops = PrivateWorker(queues="control,callbacks", concurrency=1, broker_url=private_redis.url, log_dir=tmp_path)
+    crawlers = PrivateWorker(queues="crawls", concurrency=2, broker_url=private_redis.url, log_dir=tmp_path)
+    ops.extra_env = crawlers.extra_env = worker_env
+    beat = Beat(log_dir=tmp_path, env=env)
+    cluster = Cluster(ops, [crawlers], beat)
+    with Receiver() as receiver:
+        try:
+            ops.start(), crawlers.start(), beat.start()
+            specs = [
+                {"url": f"{slow_site.url}/slow/{190_000 + 100 * n}", "options": {"maxdepth": 5}} for n in range(10)
+            ]
+            batch = batches.batch_create(requester=requester, jobs=specs, callback_url=receiver.url)
+            wait_batch(
+                batch.pk, lambda jobs: sum(j.status == "running" for j in jobs) >= 2, cluster=cluster, timeout=60
+            )
+            private_redis.stop()
+            time.sleep(5)
+            private_redis.start()
+            back_at = time.monotonic()
+            receiver.wait_for(lambda r: r.events("batch.completed"), timeout=180, why="batch.completed")
+            completed_after = time.monotonic() - back_at
+            time.sleep(5)  # a duplicate would come now
+        finally:
+            beat.stop()
+            crawlers.stop()
+            ops.stop()
+        completed = receiver.events("batch.completed")
+
+    jobs = list(CrawlJob.objects.filter(batch_id=batch.pk))
+    outcomes = [(job.status, job.error_class, job.error_message[:80]) for job in jobs]
+    assert [job.status for job in jobs] == ["succeeded"] * 10, (outcomes, cluster.logs())
+    assert len(completed) == 1 and completed_after < 180
+    assert completed[0].json["data"]["totals"]["succeeded"] == 10
+    assert all(job.attempt == 1 for job in jobs)  # the outage cost no attempt

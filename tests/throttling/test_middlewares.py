@@ -401,3 +401,27 @@ def test_proxies_and_cool_downs_live_in_the_database():
     assert {entry.url for entry in middleware.pool.entries} == {"http://p1:8080", "http://p2:8080"}
     cooled = Proxy.objects.get(url=request.meta["proxy"])
     assert cooled.cooling_down_until > timezone.now()
+
+
+def test_redis_away_is_waited_out_then_reported_as_trawls_fault_not_the_sites(settings):
+    """No answer from Redis: the request waits (TRAWL_INFRA_PATIENCE_SECONDS), then fails as infrastructure, which
+    the job turns into a requeue; never a `connection` error charged to the site."""
+    import socket
+
+    from project.errors import InfrastructureUnavailable
+
+    with socket.socket() as probe:  # a port nothing listens on: Redis "down"
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
+    settings.TRAWL_INFRA_PATIENCE_SECONDS = 1
+    settings.TRAWL_THROTTLE_MAX_SLEEP = 0.2
+    middleware, stats = throttle_middleware()
+
+    started = time.monotonic()
+    with pytest.raises(InfrastructureUnavailable):
+        asyncio.run(middleware.process_request(Request("https://www.example.com/")))
+
+    assert time.monotonic() - started >= 1  # it waited before giving up
+    assert stat(stats, "redis_errors") >= 3
+    assert stats.get_value("trawl/infrastructure_errors") == 1

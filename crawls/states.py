@@ -34,6 +34,7 @@ class ErrorClass(models.TextChoices):
     PACKAGE = "package", "Package environment unavailable"
     STALLED = "stalled", "Stalled (no response, no item)"
     MONITOR = "monitor", "A monitor failed the job"
+    BLOCKED_TARGET = "blocked_target", "Target refused (private address)"
 
 
 class BatchStatus(models.TextChoices):

@@ -68,6 +68,7 @@ REAPER_QUEUED_SECONDS = _float("TRAWL_REAPER_QUEUED_SECONDS", 900)
 BLOCK_PRIVATE_TARGETS = _bool("TRAWL_BLOCK_PRIVATE_TARGETS", False)
 # Production settings (project.settings_production) only.
 BLOCK_PRIVATE_TARGETS_PRODUCTION = _bool("TRAWL_BLOCK_PRIVATE_TARGETS", True)
+PRIVATE_TARGETS_ALLOWED = _list("TRAWL_PRIVATE_TARGETS_ALLOWED", "")
 SECURE_SSL_REDIRECT = _bool("TRAWL_SECURE_SSL_REDIRECT", True)
 HSTS_SECONDS = _int("TRAWL_HSTS_SECONDS", 31_536_000)
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).

@@ -306,6 +306,8 @@ TRAWL_REAPER_MAX_PER_PASS = 500  # jobs requeued/republished per pass; the rest 
 # --- Outgoing requests --------------------------------------------------------------------------------
 # Refuse private, loopback and link-local targets for callbacks and for crawls submitted by non-admin requesters.
 TRAWL_BLOCK_PRIVATE_TARGETS = env.BLOCK_PRIVATE_TARGETS
+# Networks the guard lets non-admin crawls reach anyway (CIDR, e.g. an internal site you mean to crawl).
+TRAWL_PRIVATE_TARGETS_ALLOWED: list[str] = env.PRIVATE_TARGETS_ALLOWED
 
 # --- Ingestion: item schema checks, normalization, price history, category mapping (see docs/ingestion.md) ---
 TRAWL_INGESTION_INVALID_SAMPLE = 5  # rejected items a job keeps (with their reasons) in stats["invalid_sample"]

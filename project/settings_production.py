@@ -21,6 +21,7 @@ DEBUG = env.DEBUG
 
 # HTTPS only. TRAWL_SECURE_SSL_REDIRECT=0 when the proxy in front already redirects (check --deploy then warns).
 SECURE_SSL_REDIRECT = env.SECURE_SSL_REDIRECT
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # the container's own healthcheck speaks plain HTTP on the loopback
 SECURE_HSTS_SECONDS = env.HSTS_SECONDS
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True

@@ -249,3 +249,16 @@ def test_dockerfile_copies_what_exists_and_every_local_app():
     assert local_apps <= sources, local_apps - sources
     assert {"project", "manage.py", "celeryconfig.py", "requirements.txt"} <= sources
     assert ".venv" not in sources and "." not in sources
+
+
+def test_every_app_service_runs_the_production_settings(services, compose):
+    """Guard on, HSTS, secure cookies: docker-compose is how people deploy; never the development settings."""
+    env = compose["x-trawl"]["environment"]
+    assert env["DJANGO_SETTINGS_MODULE"] == "project.settings_production"
+    for name in APP_SERVICES:
+        assert services[name]["environment"]["DJANGO_SETTINGS_MODULE"] == "project.settings_production", name
+
+
+def test_the_web_port_is_published_on_the_loopback_only(services):
+    for port in services["web"]["ports"]:
+        assert interpolate(str(port)).startswith("127.0.0.1:"), port

@@ -47,6 +47,7 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
         "items_dropped": scrapy_stats.get("item_dropped_count", 0),
         "spider_exceptions": spider_exceptions,
         "robots_forbidden": scrapy_stats.get("robotstxt/forbidden", 0),
+        "refused_private": scrapy_stats.get("guard/refused", 0),  # requests the private-target guard refused
         "finish_reason": scrapy_stats.get("finish_reason", ""),
         # Requests still in the scheduler: with `pages`, how much of the known frontier is done.
         "queued": max(0, scrapy_stats.get("scheduler/enqueued", 0) - scrapy_stats.get("scheduler/dequeued", 0)),
@@ -86,6 +87,9 @@ def classify(
         count = stats["spider_exceptions"]
         return CrawlVerdict(ErrorClass.SPIDER_ERROR, f"spider raised {count} time(s); first: {first_spider_error}")
     codes = Counter({int(code): n for code, n in stats.get("status_codes", {}).items()})
+    refused = stats.get("refused_private", 0)
+    if refused and not any(200 <= code < 300 for code in codes):
+        return CrawlVerdict(ErrorClass.BLOCKED_TARGET, f"refused {refused} request(s) to private addresses")
     if any(code < 400 for code in codes):
         return CrawlVerdict("")
     return _no_good_page(codes, stats)

@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 
 from crawls.models import CrawlJob
+from project.net import guard_enabled
 from project.redis import redis_key
 from registry.models import ScraperVersion
 
@@ -14,6 +15,8 @@ from registry.models import ScraperVersion
 # process's delay to what that process alone sees, on top of the cluster-wide buckets and their adaptive controller
 # (which see every worker): two controllers fighting over one site, the per-process one blind to the others' load.
 ENFORCED = {"TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False, "AUTOTHROTTLE_ENABLED": False}
+GUARD = "crawls.scraping.guard.PrivateTargetGuard"
+GUARD_ORDER = 790  # after proxy rotation (740), before the throttle (800) so a refused request takes no token
 COMPONENT_SETTINGS = {
     "EXTENSIONS": "TRAWL_SCRAPY_EXTENSIONS",
     "DOWNLOADER_MIDDLEWARES": "TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES",
@@ -32,6 +35,11 @@ def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, 
     if job.source_id:
         _incremental(merged, job)
     merged.update(ENFORCED)
+    # The private-target guard is no scraper's to drop: its place in the chain and its switch are set here.
+    merged["DOWNLOADER_MIDDLEWARES"][GUARD] = GUARD_ORDER
+    # Non-admin requesters' jobs only: scheduled work (no requester) crawls sources an admin registered.
+    merged["TRAWL_GUARD_PRIVATE_TARGETS"] = guard_enabled() and bool(job.requester_id and not job.requester.is_admin)
+    merged["TRAWL_PRIVATE_TARGETS_ALLOWED"] = list(settings.TRAWL_PRIVATE_TARGETS_ALLOWED)
     # Names a FEEDS URI template may use (crawls/scraping/feeds.py); a version's own FEED_URI_PARAMS wins.
     merged["TRAWL_FEED_PARAMS"] = {
         "job_id": str(job.pk),

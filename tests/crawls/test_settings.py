@@ -72,7 +72,19 @@ def test_version_components_add_to_trawls_own():
     )
 
     assert merged["EXTENSIONS"] == {"trawl.Heartbeat": 500, "custom.Ext": 100}
-    assert merged["DOWNLOADER_MIDDLEWARES"] == {"trawl.Throttle": 600, "custom.Proxy": 700}
+    assert merged["DOWNLOADER_MIDDLEWARES"] == {
+        "trawl.Throttle": 600,
+        "custom.Proxy": 700,
+        "crawls.scraping.guard.PrivateTargetGuard": 790,  # always there; on only for guarded crawls
+    }
+
+
+def test_no_version_can_drop_the_private_target_guard(settings):
+    settings.TRAWL_BLOCK_PRIVATE_TARGETS = True
+    merged = layered(version={"DOWNLOADER_MIDDLEWARES": {"crawls.scraping.guard.PrivateTargetGuard": None}})
+
+    assert merged["DOWNLOADER_MIDDLEWARES"]["crawls.scraping.guard.PrivateTargetGuard"] == 790
+    assert merged["TRAWL_GUARD_PRIVATE_TARGETS"] is False  # scheduled work (no requester) crawls admins' sources
 
 
 def test_one_crawls_settings_do_not_leak_into_the_next():

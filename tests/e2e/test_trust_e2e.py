@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -96,3 +97,90 @@ def test_two_requesters_crawling_the_same_page_each_read_only_their_own_data(bui
         for path in (f"/api/jobs/{theirs}/", f"/api/jobs/{theirs}/items/", f"/api/jobs/{theirs}/log/"):
             assert client.get(path).status_code == 404, path
     assert Item.objects.filter(url=url).count() == 2
+
+
+# --- the private-target guard at fetch time -----------------------------------------------------------------
+
+
+class ToPrivate:
+    """A 'public' site (on 127.0.0.2, which the test lets through TRAWL_PRIVATE_TARGETS_ALLOWED) whose /go redirects
+    to the private local site and whose /page links to it."""
+
+    def __init__(self, private_url: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path == "/go":
+                    self.send_response(302)
+                    self.send_header("Location", f"{private_url}/product-1.html")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = f'<html><title>Page</title><a href="{private_url}/product-2.html">p</a></html>'.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.url = f"http://127.0.0.2:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def production_worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
+    from tests.callbacks.harness import exclusive
+    from tests.workers import Worker
+
+    env = {
+        "DJANGO_SETTINGS_MODULE": "project.settings_production",
+        "SECRET_KEY": "trust-tests-" + "x" * 40,
+        "TRAWL_PRIVATE_TARGETS_ALLOWED": "127.0.0.2/32",
+    }
+    worker = Worker(queues="crawls", concurrency=1, env=env, log_dir=tmp_path)
+    try:
+        worker.start()
+        with exclusive(worker):
+            yield worker
+    finally:
+        worker.stop()
+
+
+def wait_final(job_id: str, worker, timeout: float = 90) -> CrawlJob:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = CrawlJob.objects.get(pk=job_id)
+        if job.status in ("succeeded", "failed", "cancelled", "dead"):
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} still {job.status}\n{worker.log_tail()}")
+
+
+def test_redirects_and_links_to_private_addresses_are_refused_under_the_production_settings(
+    api, builtins, site, production_worker
+):
+    with ToPrivate(site.url) as public:
+        before = dict(site.hits)
+        # Both hosts allowed, so only the guard stands between the job and the private site.
+        options = {"maxdepth": 1, "allowed_domains": ["127.0.0.2", "127.0.0.1"]}
+        redirected = wait_final(submit(api, url=f"{public.url}/go", options=options), production_worker)
+        linked = wait_final(submit(api, url=f"{public.url}/page", options=options), production_worker)
+
+    assert (redirected.status, redirected.error_class) == ("failed", "blocked_target"), redirected.stats
+    assert site.hits["/product-1.html"] == before.get("/product-1.html", 0), "the redirect was followed"
+    assert linked.status == "succeeded", linked.error_message
+    assert linked.stats["refused_private"] >= 1  # the link (and its host's robots.txt)
+    assert site.hits["/product-2.html"] == before.get("/product-2.html", 0), "the private link was fetched"

@@ -75,8 +75,9 @@ worker_send_task_events = True
 task_send_sent_event = True
 task_track_started = True
 
-# Schedules live in the database (django-celery-beat) so operators change them in the admin.
-beat_scheduler = "django_celery_beat.schedulers:DatabaseScheduler"
+# Schedules live in the database (django-celery-beat) so operators change them in the admin; a Redis lease elects
+# one leader among running beats, so a second beat (for availability) never runs a periodic task twice.
+beat_scheduler = "crawls.beat:LeaderScheduler"
 # Sleep at most this long between schedule checks, so edits in the admin apply quickly.
 beat_max_loop_interval = 10
 

@@ -140,7 +140,7 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = env.REDIS_URL
 # Namespaces Trawl's Redis keys (project.installation); empty: derived from the database.
 TRAWL_INSTALLATION_ID = env.INSTALLATION_ID
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULER = "crawls.beat:LeaderScheduler"
 
 LOGGING = {
     "version": 1,
@@ -285,6 +285,8 @@ TRAWL_METRICS_MAX_DOMAINS = 50  # /metrics labels the busiest domains; the rest 
 # --- Scheduling: dispatching due sources, adaptive intervals, backoff (see docs/scheduling.md) ------------
 # A dispatcher that died frees its Redis lease after this long; a live one renews it after every chunk.
 TRAWL_SCHEDULING_LEASE_SECONDS = 60
+# The beat leader's Redis lease: a standby beat takes over at most this long after the leader died.
+TRAWL_BEAT_LEASE_SECONDS = 30
 TRAWL_SCHEDULING_DISPATCH_CHUNK = 500  # sources booked (and their jobs published) per transaction
 TRAWL_SCHEDULING_DISPATCH_MAX = 10_000  # sources booked per pass; any more wait for the next minute
 # A run "changed much" when at least this fraction of what it saw was new or changed: interval back to min.

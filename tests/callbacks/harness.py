@@ -171,7 +171,7 @@ class Beat:
             **self.extra_env,
         }
         command = [sys.executable, "-m", "celery", "-A", "project", "beat", "-l", "INFO"]
-        command += ["-S", "django_celery_beat.schedulers:DatabaseScheduler"]
+        # No -S: the scheduler celeryconfig ships (crawls.beat.LeaderScheduler) is the one under test.
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 command, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -196,6 +196,8 @@ TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     # Source crawls revalidate what they fetched before (ETag / Last-Modified); below DownloaderStats so a job's
     # bytes are what came over the wire. Off for ad-hoc jobs and with TRAWL_INCREMENTAL: false (docs/incremental.md).
     "crawls.scraping.incremental.IncrementalCacheMiddleware": 840,
+    # First to see each response (after the downloader), before retries and redirects: counts 403/429 and captchas.
+    "crawls.scraping.blocks.BlockDetector": 880,
 }
 # Incremental source crawls: on unless a scraper, version or source says TRAWL_INCREMENTAL: false. Stored pages and
 # sitemap lastmods live in Redis this long after their last use (seconds).
@@ -228,6 +230,10 @@ TRAWL_PROXY_GROUP = ""  # "" is the pool of proxies without a group; a source's 
 TRAWL_PROXY_COOLDOWN = 600  # seconds a proxy rests after a site blocked it
 TRAWL_PROXY_BAN_STATUSES = [403, 429]
 TRAWL_PROXY_BAN_MARKERS = ["g-recaptcha", "h-captcha", "cf-challenge", "captcha-delivery", "are you a robot"]
+# Captcha/challenge markers checked in every response (crawls.scraping.blocks); a scraper or version may set its own.
+TRAWL_BLOCK_MARKERS = TRAWL_PROXY_BAN_MARKERS
+# A crawl whose responses were at least this share of blocks (403, 429, captcha pages) ends `blocked`.
+TRAWL_BLOCK_SHARE = 0.5
 TRAWL_PROXY_REFRESH_SECONDS = 10  # how often a crawl re-reads the proxy table (other workers' cool-downs, edits)
 TRAWL_USER_AGENTS: list[str] = []  # empty: every request sends USER_AGENT (or the job's `useragent`)
 

@@ -48,6 +48,10 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
         "spider_exceptions": spider_exceptions,
         "robots_forbidden": scrapy_stats.get("robotstxt/forbidden", 0),
         "refused_private": scrapy_stats.get("guard/refused", 0),  # requests the private-target guard refused
+        # Every response (crawls.scraping.blocks), those that were blocks (403, 429, captcha) and captchas among them.
+        "blocks": {
+            key.removeprefix("blocks/"): value for key, value in scrapy_stats.items() if key.startswith("blocks/")
+        },
         "finish_reason": scrapy_stats.get("finish_reason", ""),
         # Requests still in the scheduler: with `pages`, how much of the known frontier is done.
         "queued": max(0, scrapy_stats.get("scheduler/enqueued", 0) - scrapy_stats.get("scheduler/dequeued", 0)),
@@ -71,6 +75,7 @@ def classify(
     crawl_error: str = "",
     first_spider_error: str = "",
     max_spider_errors: int = 0,
+    block_share: float = 0.5,
 ) -> CrawlVerdict:
     """Decide whether a crawl failed, and why. Ordered from the most to the least specific cause."""
     if stopped_because == "cancelled":
@@ -88,6 +93,11 @@ def classify(
         return CrawlVerdict(ErrorClass.SPIDER_ERROR, f"spider raised {count} time(s); first: {first_spider_error}")
     codes = Counter({int(code): n for code, n in stats.get("status_codes", {}).items()})
     refused = stats.get("refused_private", 0)
+    blocks = stats.get("blocks") or {}
+    blocked, responses = blocks.get("blocked", 0), blocks.get("responses", 0)
+    if blocked and blocked_share(responses=responses, blocked=blocked) >= block_share:
+        captchas = f", {blocks['captcha']} captcha page(s)" if blocks.get("captcha") else ""
+        return CrawlVerdict(ErrorClass.BLOCKED, f"the site blocked {blocked} of {responses} responses{captchas}")
     if refused and not any(200 <= code < 300 for code in codes):
         return CrawlVerdict(ErrorClass.BLOCKED_TARGET, f"refused {refused} request(s) to private addresses")
     if any(code < 400 for code in codes):
@@ -119,6 +129,10 @@ def _no_good_page(codes: Counter, stats: dict[str, Any]) -> CrawlVerdict:
             ErrorClass.SPIDER_ERROR, "the spider made no requests (does it read `url` or `start_urls`?)"
         )
     return CrawlVerdict("")
+
+
+def blocked_share(*, responses: int, blocked: int) -> float:
+    return blocked / responses if responses else 0.0
 
 
 def _summary(counts: dict) -> str:

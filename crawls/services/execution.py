@@ -210,6 +210,7 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str) -> dict[str, Any]:
         crawl_error=crawl.crawl_error,
         first_spider_error=crawl.first_spider_error,
         max_spider_errors=int(scrapy_settings.get("TRAWL_MAX_SPIDER_ERRORS", 0)),
+        block_share=float(scrapy_settings.get("TRAWL_BLOCK_SHARE", settings.TRAWL_BLOCK_SHARE)),
     )
     verdict = job_outcome_monitored(
         job=job, verdict=verdict, stats=stats, scrapy_stats=crawl.stats, monitors=scrapy_settings["TRAWL_MONITORS"]

@@ -197,3 +197,59 @@ def test_requests_dropped_for_a_blocked_domain_make_a_blocked_job():
     verdict = classify(stats={"requests": 2, "download_errors": {"DomainBlocked": 2}, "status_codes": {}})
 
     assert verdict.error_class == "blocked"
+
+
+# --- blocks: by share, captchas on every response ----------------------------------------------------------
+
+
+def blocks(responses: int, blocked: int, captcha: int = 0) -> dict:
+    return {"blocks/responses": responses, "blocks/blocked": blocked, "blocks/captcha": captcha}
+
+
+def test_one_good_page_among_a_run_of_403s_is_still_a_block():
+    verdict = verdict_of(scrapy_stats(statuses={200: 1, 403: 9}, **blocks(10, 9)))
+
+    assert verdict.error_class == "blocked"
+    assert "9 of 10" in verdict.message
+
+
+def test_a_few_blocks_in_a_healthy_crawl_are_not_a_block():
+    assert verdict_of(scrapy_stats(statuses={200: 9, 429: 1}, **blocks(10, 1))).error_class == ""
+
+
+def test_captcha_pages_answered_200_are_blocks():
+    verdict = verdict_of(scrapy_stats(statuses={200: 4}, **blocks(4, 3, captcha=3)))
+
+    assert verdict.error_class == "blocked"
+    assert "3 captcha page(s)" in verdict.message
+
+
+def test_the_blocked_share_is_a_setting():
+    stats = scrapy_stats(statuses={200: 7, 403: 3}, **blocks(10, 3))
+
+    assert verdict_of(stats).error_class == ""
+    assert verdict_of(stats, block_share=0.3).error_class == "blocked"
+
+
+def test_the_detector_counts_captchas_on_every_response_proxy_or_not():
+    from scrapy.http import HtmlResponse, Request
+
+    from crawls.scraping.blocks import BlockDetector
+
+    class Stats(dict):
+        def inc_value(self, key, count=1):
+            self[key] = self.get(key, 0) + count
+
+    stats = Stats()
+    detector = BlockDetector(markers=["g-recaptcha", "Are you a robot"], stats=stats)
+    pages = [
+        (200, b"<html><div class='g-recaptcha'></div></html>"),
+        (200, b"<html><p>ARE YOU A ROBOT?</p></html>"),
+        (200, b"<html><h1>A product</h1></html>"),
+        (403, b"forbidden"),
+    ]
+    for status, body in pages:
+        request = Request("https://shop.test/p")  # no proxy meta: captchas are checked anyway
+        detector.process_response(request, HtmlResponse(request.url, status=status, body=body, request=request))
+
+    assert stats == {"blocks/responses": 4, "blocks/captcha": 2, "blocks/blocked": 3}

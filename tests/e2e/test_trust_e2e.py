@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection, connections
@@ -184,3 +185,30 @@ def test_redirects_and_links_to_private_addresses_are_refused_under_the_producti
     assert linked.status == "succeeded", linked.error_message
     assert linked.stats["refused_private"] >= 1  # the link (and its host's robots.txt)
     assert site.hits["/product-2.html"] == before.get("/product-2.html", 0), "the private link was fetched"
+
+
+# --- blocks ------------------------------------------------------------------------------------------------
+
+
+def test_a_captcha_page_answered_200_ends_the_job_blocked_and_the_source_backs_off(
+    admin_api, builtins, site, job_waiter
+):
+    (site.root / "captcha.html").write_text(
+        "<html><title>Just a moment</title><div class='g-recaptcha' data-sitekey='x'></div></html>"
+    )
+    source = admin_api.post("/api/sources/", {"url": f"{site.url}/captcha.html", "kind": "product"}, format="json")
+    assert source.status_code == 201, source.content
+    job = admin_api.post(f"/api/sources/{source.json()['id']}/crawl/").json()
+
+    finished = job_waiter(job["id"])
+    deadline = time.monotonic() + 20
+    while admin_api.get(f"/api/sources/{source.json()['id']}/").json()["consecutive_failures"] == 0:
+        assert time.monotonic() < deadline, "the source never heard of the block"
+        time.sleep(0.2)
+    after = admin_api.get(f"/api/sources/{source.json()['id']}/").json()
+
+    assert (finished.status, finished.error_class) == ("failed", "blocked"), finished.error_message
+    assert finished.stats["blocks"]["captcha"] == 1
+    assert "backoff" in after["schedule_note"]
+    next_sync = datetime.fromisoformat(after["next_sync_at"])
+    assert next_sync >= timezone.now() + timedelta(minutes=50)  # 1 h back-off, not the normal interval

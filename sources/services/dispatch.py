@@ -13,7 +13,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from crawls.models import ACTIVE_STATUSES, CrawlJob
-from crawls.publish import publish_crawl
+from crawls.publish import publish_crawls
 from project.lease import Lease
 from sources.models import Source, validate_timezone
 from sources.scheduling import Window
@@ -122,5 +122,4 @@ def _book(sources: list[Source]) -> None:
 
 def _publish(jobs: list[CrawlJob]) -> None:
     # A publish that fails leaves its job queued in the database, where the reaper publishes it again.
-    for job in jobs:
-        publish_crawl(job=job)
+    publish_crawls(jobs=jobs)

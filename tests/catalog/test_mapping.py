@@ -138,3 +138,18 @@ def test_admin_pages_show_mappings_and_item_price_history(categories, admin_clie
     assert mappings.status_code == item_page.status_code == 200
     assert MUGS in mappings.content.decode()
     assert "13.50" in item_page.content.decode() and "12.00" in item_page.content.decode()
+
+
+def test_mapping_a_name_reads_the_indexed_column_not_every_items_json(categories):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from catalog.services import items_categorize
+
+    crawl([{"url": "http://shop.test/9", "category": MUGS}])
+    with CaptureQueriesContext(connection) as captured:
+        updated = items_categorize(external_name=MUGS, category_id=categories["kitchen"].pk)
+
+    assert updated == 1
+    (update,) = [query["sql"] for query in captured if query["sql"].startswith("UPDATE")]
+    assert '"category_name" =' in update and '"data"' not in update

@@ -160,3 +160,22 @@ def test_any_changed_since_is_answered_never_a_500(api, odd):
     response = api.get("/api/items/", {"changed_since": odd})
 
     assert response.status_code in (200, 400), response.content
+
+
+def test_pruning_price_history_costs_the_same_few_queries_for_one_item_or_fifty(scraper, settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.TRAWL_INGESTION_PRICE_HISTORY = 2
+
+    def queries_for(count: int) -> int:
+        pages = {f"http://shop.test/q{count}-{n}": ("Mug", "$1.00") for n in range(count)}
+        crawl(scraper, pages)
+        for cents in range(3):  # three price moves each, so every item has history to prune
+            moved = {url: ("Mug", f"$1.1{cents}") for url in pages}
+            with CaptureQueriesContext(connection) as captured:
+                crawl(scraper, moved)
+        return len(captured)
+
+    assert queries_for(50) == queries_for(1)
+    assert ItemPriceChange.objects.filter(item__url__startswith="http://shop.test/q50-").count() == 100

@@ -1,12 +1,14 @@
 """Serve a directory from memory, fast enough not to be a benchmark's bottleneck.
 
-`python bench/_serve.py ROOT` binds a free port on 127.0.0.1, prints it on one line, and serves until killed.
-Every file is read once at start; HTTP/1.1 keep-alive spares a TCP handshake per request.
+`python bench/_serve.py ROOT [HITS]` binds a free port on 127.0.0.1, prints it on one line, and serves until killed.
+Every file is read once at start; HTTP/1.1 keep-alive spares a TCP handshake per request. With HITS, the path of
+every request is appended to that file, one per line, as it arrives (to count pages fetched twice).
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -21,12 +23,18 @@ def load(root: Path) -> dict[str, tuple[bytes, str]]:
     }
 
 
-def handler_for(files: dict[str, tuple[bytes, str]]) -> type[BaseHTTPRequestHandler]:
+def handler_for(files: dict[str, tuple[bytes, str]], hits: str = "") -> type[BaseHTTPRequestHandler]:
+    log = open(hits, "a", buffering=1) if hits else None  # noqa: SIM115 - open as long as the server runs
+    lock = threading.Lock()
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
+            if log is not None:
+                with lock:
+                    log.write(path + "\n")
             body, content_type = files.get(path, (b"not found", "text/plain"))
             self.send_response(200 if path in files else 404)
             self.send_header("Content-Type", content_type)
@@ -50,7 +58,8 @@ class Server(ThreadingHTTPServer):
 
 
 def main() -> None:
-    server = Server(("127.0.0.1", 0), handler_for(load(Path(sys.argv[1]))))
+    hits = sys.argv[2] if len(sys.argv) > 2 else ""
+    server = Server(("127.0.0.1", 0), handler_for(load(Path(sys.argv[1])), hits))
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

@@ -6,6 +6,9 @@ for Trawl the job's `duration` (claim → finished, so it also pays routing, ite
 CPU time is counted over the same spans (Scrapy's process; Trawl's worker pool child).
 Prints pages/s per run, the means, Trawl/Scrapy (goal ≥ 0.90) and peak RSS; the last line is a JSON summary.
 
+Then, on a worker with two pool processes (bench/_durable.py): one job with `parallelism: 2` ÷ the Scrapy mean
+(goal ≥ 1.7), and a crawl SIGKILLed halfway: pages fetched twice ÷ CONCURRENT_REQUESTS (goal ≤ 1).
+
     .venv/bin/python bench/crawl.py [--pages 2000] [--rounds 2]
 
 Trawl's throttle gets a rule for the site that never runs dry, so it costs its Redis round trip but never waits.
@@ -31,7 +34,20 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
-from _common import BASE_DIR, BENCH_DIR, PYTHON, PeakRss, exit_on_sigterm, mib, running, served, spawn, write_link_site
+from _common import (
+    BASE_DIR,
+    BENCH_DIR,
+    PYTHON,
+    PeakRss,
+    exit_on_sigterm,
+    mib,
+    running,
+    served,
+    spawn,
+    stop,
+    write_link_site,
+)
+from _durable import PARALLEL_GOAL, REFETCH_GOAL, run_killed, run_parallel
 
 GOAL = 0.90
 MAXDEPTH = 50
@@ -67,6 +83,7 @@ def use_bench_environment(tmp: Path, redis_url: str) -> None:
         DATABASE_URL=f"sqlite:///{tmp / 'bench.sqlite3'}",
         REDIS_URL=redis_url,
         PYTHONPATH=str(BASE_DIR),
+        TRAWL_REAPER_STALE_SECONDS="3",  # the kill measure runs the reaper from here: a dead crawl is found at once
     )
 
 
@@ -106,13 +123,16 @@ def run_scrapy(url: str, tmp: Path, number: int, timeout: float) -> Run:
     return Run("scrapy", pages, seconds, cpu, rss.peak, f"process wall {wall:.2f} s")
 
 
-def start_worker(tmp: Path, stack: contextlib.ExitStack, ready_timeout: float = 60) -> subprocess.Popen:
+def start_worker(
+    tmp: Path, stack: contextlib.ExitStack, ready_timeout: float = 60, concurrency: int = 1, env: dict | None = None
+) -> subprocess.Popen:
     from project.celery import app
 
     name = f"trawl-bench-{uuid.uuid4().hex[:8]}"
-    command = [PYTHON, "-m", "celery", "-A", "project", "worker", "-Q", "crawls,control,callbacks", "-c", "1"]
-    command += ["-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
-    process = stack.enter_context(running(spawn(command, cwd=BASE_DIR, log_path=tmp / "worker.log"), timeout=40))
+    command = [PYTHON, "-m", "celery", "-A", "project", "worker", "-Q", "crawls,control,callbacks"]
+    command += ["-c", str(concurrency), "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
+    spawned = spawn(command, cwd=BASE_DIR, log_path=tmp / "worker.log", env={**os.environ, **(env or {})})
+    process = stack.enter_context(running(spawned, timeout=40))
     deadline = time.monotonic() + ready_timeout
     while time.monotonic() < deadline and process.poll() is None:
         if app.control.ping(destination=[f"{name}@{platform.node()}"], timeout=0.5):
@@ -122,10 +142,12 @@ def start_worker(tmp: Path, stack: contextlib.ExitStack, ready_timeout: float = 
 
 def unthrottle(url: str) -> None:
     """Measure overhead, not politeness: a rule whose buckets never run dry (each request still asks Redis)."""
+    from throttling.models import DomainThrottle
     from throttling.services import throttle_create
 
-    huge = 10**6
-    throttle_create(domain=urlsplit(url).hostname, rate=huge, burst=huge, ip_rate=huge, ip_burst=huge)
+    huge, domain = 10**6, urlsplit(url).hostname
+    if not DomainThrottle.objects.filter(domain=domain).exists():  # every local site is on 127.0.0.1
+        throttle_create(domain=domain, rate=huge, burst=huge, ip_rate=huge, ip_burst=huge)
 
 
 def run_trawl(url: str, worker: subprocess.Popen, tmp: Path, timeout: float) -> Run:
@@ -221,7 +243,40 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
                 f" CPU {run.cpu_seconds:5.2f} s, peak RSS {mib(run.peak_rss):>7} ({run.note})",
                 flush=True,
             )
-    return report(runs, args.pages) | {"trawl_idle_rss_mib": round(idle / 2**20, 1)}
+    summary = report(runs, args.pages) | {"trawl_idle_rss_mib": round(idle / 2**20, 1)}
+    stop(worker)  # the durable measures use a worker with two pool processes
+    return summary | durable(args, url, tmp, stack, scrapy_rate=summary["scrapy_mean"])
+
+
+def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.ExitStack, *, scrapy_rate: float) -> dict:
+    # Heartbeats every second, so the bench's reaper (3 s) finds the killed crawl at once and no live one.
+    start_worker(tmp, stack, concurrency=2, env={"TRAWL_HEARTBEAT_SECONDS": "1"})
+    log = lambda: tail(tmp / "worker.log")  # noqa: E731
+    pages, seconds = run_parallel(url, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
+    parallel = pages / seconds / scrapy_rate
+    print(f"\nparallelism 2, worker -c 2: {pages} pages in {seconds:.2f} s = {pages / seconds:.1f} pages/s")
+    verdict = "PASS" if parallel >= PARALLEL_GOAL else "BELOW GOAL"
+    print(f"ratio parallel trawl/scrapy {parallel:.3f} (goal >= {PARALLEL_GOAL}): {verdict}")
+    kill = run_killed(tmp, pages=args.pages, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log, unthrottle=unthrottle)
+    print(
+        f"SIGKILL halfway: {kill.pages} of {args.pages} pages fetched ({kill.never} never), {kill.twice} twice;"
+        f" {kill.in_flight_at_kill} in flight at the kill; attempt {kill.attempts}; next page fetched"
+        f" {kill.handover_seconds:.1f} s after the kill (3 s stale limit)"
+    )
+    verdict = "PASS" if kill.ratio <= REFETCH_GOAL else "ABOVE GOAL"
+    limit = f"CONCURRENT_REQUESTS ({kill.concurrent_requests})"
+    print(f"ratio fetched twice / {limit} {kill.ratio:.3f} (goal <= {REFETCH_GOAL:g}): {verdict}")
+    return {
+        "parallel_pages_per_s": round(pages / seconds, 1),
+        "parallel_ratio": round(parallel, 3),
+        "parallel_goal": PARALLEL_GOAL,
+        "killed_pages_twice": kill.twice,
+        "killed_pages_never": kill.never,
+        "killed_in_flight": kill.in_flight_at_kill,
+        "killed_handover_s": round(kill.handover_seconds, 1),
+        "refetch_ratio": round(kill.ratio, 3),
+        "refetch_goal": REFETCH_GOAL,
+    }
 
 
 def main() -> int:

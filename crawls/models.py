@@ -8,7 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from crawls.states import ACTIVE_STATUSES, FINAL_STATUSES, BatchStatus, ErrorClass, JobStatus  # noqa: F401
-from project.validators import PRIORITY_VALIDATORS
+from project.validators import PARALLELISM_VALIDATORS, PRIORITY_VALIDATORS
 
 
 class Batch(models.Model):
@@ -52,6 +52,8 @@ class CrawlJob(models.Model):
     priority = models.PositiveSmallIntegerField(default=50, validators=PRIORITY_VALIDATORS)
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
     attempt = models.PositiveSmallIntegerField(default=1)
+    # Shard tasks sharing the job's frontier (crawls.services.shards); 1 runs the crawl in one process.
+    parallelism = models.PositiveSmallIntegerField(default=1, validators=PARALLELISM_VALIDATORS)
     max_attempts = models.PositiveSmallIntegerField(default=3)
     worker = models.CharField(max_length=255, blank=True)
     queued_at = models.DateTimeField(default=timezone.now, db_index=True)

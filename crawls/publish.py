@@ -75,6 +75,12 @@ def publish_crawls(*, jobs: list[CrawlJob]) -> None:
             logger.exception("job %s not published; the reaper will", job.pk)
 
 
+def publish_shards(*, job: CrawlJob, shards: range) -> None:
+    """The other shards of a parallel job's current attempt (shard 0 claimed it and publishes them)."""
+    for shard in shards:
+        send(crawl_signature(job=job, shard=shard))
+
+
 def publish_batch_launch(*, batch: Batch) -> None:
     send(signature(LAUNCH_BATCH, args=(str(batch.pk),), priority=broker_priority(batch.priority)))
 

@@ -39,6 +39,12 @@ class JobCreateSerializer(StrictSerializer):
     priority = serializers.IntegerField(min_value=1, max_value=100, default=50)
     callback_url = serializers.URLField(max_length=2000, required=False, validators=[http_url])
     options = JobOptionsSerializer(required=False)
+    parallelism = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.TRAWL_MAX_PARALLELISM,
+        default=1,
+        help_text="Processes crawling this job at once, sharing one frontier (1..32).",
+    )
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -62,6 +68,7 @@ class JobSerializer(serializers.ModelSerializer):
             "priority",
             "status",
             "attempt",
+            "parallelism",
             "worker",
             "queued_at",
             "started_at",
@@ -167,7 +174,7 @@ class BatchJobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = CrawlJob
-        fields = ["id", "url", "status", "attempt", "error_class", "error", "started_at", "finished_at"]
+        fields = ["id", "url", "status", "attempt", "parallelism", "error_class", "error", "started_at", "finished_at"]
 
 
 class BatchDetailSerializer(BatchSerializer):

@@ -15,11 +15,12 @@ from sources.services.dispatch import sources_dispatch_due
 # `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth. The result (Flower's
 # "Result" column; the state is SUCCESS whatever the outcome, so that chords complete) starts with the job's status
 # and URL: `{'status': 'failed', 'url': '...', 'error_class': 'http_5xx', ...}`.
+# `shard` > 0: one more process for a job with `parallelism` > 1, sharing its frontier (crawls.services.shards).
 @shared_task(bind=True, name="crawls.tasks.run_crawl", acks_late=True, reject_on_worker_lost=True)
-def run_crawl(self, job_id: str, attempt: int = 1, url: str = "") -> dict:
+def run_crawl(self, job_id: str, attempt: int = 1, url: str = "", shard: int = 0) -> dict:
     worker = f"{self.request.hostname or 'local'}/{os.getpid()}"
     soft_limit = (self.request.timelimit or (None, None))[1]  # the slot's limits bound which job may take it
-    return job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit)
+    return job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit, shard=shard)
 
 
 # Beat sends one every minute, so an older one still waiting (no ops worker for a while) is dropped, not run late.

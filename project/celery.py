@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_process_init
+from celery.signals import beat_init, worker_process_init, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
@@ -27,3 +27,11 @@ def quiet_beat(**_kwargs) -> None:
     # Beat publishes only housekeeping (the reaper every 15 s, samples every 30 s, sweeps, dispatch): no `task-sent`
     # events from it, so Flower lists crawls. Crawls are published by web and ops processes, which keep theirs.
     app.conf.task_send_sent_event = False
+
+
+@worker_shutting_down.connect(weak=False)
+def hand_crawls_back(**_kwargs) -> None:
+    # A warm shutdown (SIGTERM) requeues running crawls at once instead of waiting for them (crawls/shutdown.py).
+    from crawls.shutdown import forward_to_pool
+
+    forward_to_pool()

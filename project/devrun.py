@@ -70,9 +70,13 @@ def main() -> int:
 
     from project.redis_server import redis_start_if_absent
 
-    redis = redis_start_if_absent(env.REDIS_URL, log_path=str(VAR / "redis.log"))
+    # Crawl frontiers live in Redis: its append-only file under var/redis/ keeps them across restarts.
+    redis = redis_start_if_absent(env.REDIS_URL, log_path=str(VAR / "redis.log"), data_dir=str(VAR / "redis"))
     if redis:
-        print(f"No Redis answered at {env.REDIS_URL}: started one (pid {redis.pid}, log var/redis.log)")
+        print(
+            f"No Redis answered at {env.REDIS_URL}: started one (pid {redis.pid}, log var/redis.log,"
+            " data var/redis/appendonly.aof)"
+        )
     try:
         manage("migrate", "--noinput", "-v", "0")
         manage("collectstatic", "--noinput", "-v", "0")

@@ -64,6 +64,9 @@ THROTTLE_DEFAULT_BURST = _int("TRAWL_THROTTLE_DEFAULT_BURST", 10)
 REAPER_INTERVAL_SECONDS = _int("TRAWL_REAPER_INTERVAL_SECONDS", 15)
 REAPER_STALE_SECONDS = _float("TRAWL_REAPER_STALE_SECONDS", 3 * HEARTBEAT_SECONDS + 15)
 REAPER_QUEUED_SECONDS = _float("TRAWL_REAPER_QUEUED_SECONDS", 900)
+# Durable crawls: how long a shard's in-flight requests stay its own without a renewal (docs/failure-handling.md).
+FRONTIER_ENABLED = _bool("TRAWL_FRONTIER_ENABLED", True)
+FRONTIER_LEASE_SECONDS = _float("TRAWL_FRONTIER_LEASE_SECONDS", 30)
 # Outgoing-request guard: refuse private, loopback and link-local targets (on in production settings).
 BLOCK_PRIVATE_TARGETS = _bool("TRAWL_BLOCK_PRIVATE_TARGETS", False)
 # Production settings (project.settings_production) only.

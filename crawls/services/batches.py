@@ -25,7 +25,7 @@ from registry.models import Scraper
 
 logger = logging.getLogger("trawl.batches")
 
-SPEC_FIELDS = ("url", "scraper", "version", "variant", "priority", "callback_url", "options")
+SPEC_FIELDS = ("url", "scraper", "version", "variant", "priority", "callback_url", "options", "parallelism")
 
 
 class BatchSpecError(TrawlError):
@@ -93,6 +93,7 @@ def _spec_validate(spec: dict[str, Any], *, requester: Requester | None = None) 
         priority=spec["priority"],
         callback_url=spec.get("callback_url") or "",
         requester=requester,
+        parallelism=spec.get("parallelism", 1),
     )
 
 
@@ -107,6 +108,7 @@ def _job(batch: Batch, spec: dict[str, Any], scraper: Scraper) -> CrawlJob:
         priority=spec["priority"],
         callback_url=spec.get("callback_url") or "",
         options=spec.get("options") or {},
+        parallelism=spec.get("parallelism", 1),
     )
 
 

@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from callbacks.services import job_event_emit
+from crawls.frontier import frontier_delete
 from crawls.models import ACTIVE_STATUSES, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_batch_finalize
 from ops.services import job_finished_record
@@ -120,13 +121,24 @@ def counters(job: CrawlJob) -> None:
     job_finished_record(job=job)
 
 
+def frontier_cleanup(job: CrawlJob) -> None:
+    """The job's frontier in Redis (queue, seen-set, in-flight requests) is of no use once it ended."""
+    frontier_delete(job_id=job.pk)
+
+
 def batch_end_if_done(batch_id: object) -> None:
     """Ask for the batch's finalization once its last job ended (finalizing is idempotent; the chord may too)."""
     if not CrawlJob.objects.filter(batch_id=batch_id, status__in=ACTIVE_STATUSES).exists():
         publish_batch_finalize(batch_id=batch_id)
 
 
-JOB_FOLLOWUPS: tuple[Callable[[CrawlJob], None], ...] = (source_feedback, rollback_check, webhook, counters)
+JOB_FOLLOWUPS: tuple[Callable[[CrawlJob], None], ...] = (
+    source_feedback,
+    rollback_check,
+    webhook,
+    counters,
+    frontier_cleanup,
+)
 
 
 def _guarded(followup: Callable[[Any], None], subject: Any) -> None:

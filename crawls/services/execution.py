@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import Counter
@@ -26,6 +27,8 @@ from crawls.scraping.settings import scrapy_settings_for
 from crawls.services.ending import job_end
 from crawls.services.heartbeat import heartbeat_kept
 from crawls.services.jobs import job_claim_fair, job_requeue_infrastructure
+from crawls.services.shards import Shard, shard_join
+from crawls.shutdown import crawling, shutdown_requested
 from crawls.timeouts import job_timeout
 from items.ingestion import Ingestion
 from items.services import item_fingerprint, items_upsert
@@ -41,13 +44,18 @@ logger = logging.getLogger("trawl.jobs")
 INFRASTRUCTURE_ERRORS = (DatabaseError, redis.RedisError, InfrastructureUnavailable)
 FLUSH_BUDGET_SECONDS = 0.3  # per tick, so heartbeats and cancel checks still happen on time
 TICK_SECONDS = 0.5  # how often the task thread drains items and reads the cancel flag: a cancel lands within ~1 s
+SCRAPY_STATS_SECONDS = 0.5  # how often a frontier crawl reads Scrapy's stats to record with its stored items
 
 
 class JobTracker:
     """Called every tick from the task thread: upserts new items, heartbeats, and notices cancel or lost ownership."""
 
-    def __init__(self, job: CrawlJob) -> None:
+    def __init__(self, job: CrawlJob, *, shard: Shard | None = None) -> None:
         self.job = job
+        self.shard = shard  # the job's frontier in Redis, when this crawl uses it
+        self.handed_back = False  # a warm shutdown requeued the job
+        self.last_scrapy_read = 0.0
+        self.scrapy_progress: dict[str, Any] = {}
         self.counts: Counter = Counter()
         self.seen: set[str] = set()
         self.discovered: dict[str, dict[str, Any]] = {}  # links reported with `discovered(url)`, by URL
@@ -55,6 +63,7 @@ class JobTracker:
         self.heartbeat_every = settings.TRAWL_HEARTBEAT_SECONDS
         self.last_beat = self.last_progress = time.monotonic()
         self.pending: list[dict[str, Any]] = []  # drained but not written yet (the database refused them)
+        self.pending_drained = 0  # how many drained items `pending` stands for (the frontier's write-ahead count)
         self.db_down_since: float | None = None
 
     def __call__(self, session: CrawlSession) -> str:
@@ -72,6 +81,11 @@ class JobTracker:
         return reason
 
     def _beat(self, session: CrawlSession) -> str:
+        if self.shard is not None and shutdown_requested():
+            if not self.handed_back:
+                self.handed_back = True
+                self.shard.requeue_now()
+            return "shutdown"
         # Every tick, not every heartbeat: one EXISTS a tick is cheap, and a cancel must land within about a second.
         if self._cancel_asked():
             return "cancelled"
@@ -83,6 +97,8 @@ class JobTracker:
         if scrapy_stats.get("trawl/infrastructure_errors"):
             return "infrastructure"  # Redis stayed away past the throttle's patience: stop, the job is requeued
         progress = {**job_stats(scrapy_stats), **self.item_counts()}
+        if self.shard is not None:  # the job's numbers: every shard's, over every attempt
+            progress = self.shard.total(progress)
         progress_store(job_id=self.job.pk, stats=progress)  # every second, for `crawl --wait`
         if not beat_due:
             return ""
@@ -107,18 +123,43 @@ class JobTracker:
         """
         deadline = None if budget is None else time.monotonic() + budget
         while True:
-            if not self.pending:
+            if not self.pending_drained:
                 batch = session.drain(settings.TRAWL_ITEM_CHUNK)
-                # The same item seen twice in one crawl counts once.
-                valid = self.ingestion.clean([data for data in batch if not self._discovery(data)])
-                self.pending = [data for data in valid if self._first_sighting(data)]
-            else:
-                batch = self.pending
+                self.pending, self.pending_drained = self._fresh(batch), len(batch)
+            drained = self.pending_drained
             if self.pending:
                 self.counts.update(items_upsert(job=self.job, items=self.pending))  # raises: kept for next time
-                self.pending = []
-            if not batch or (deadline is not None and time.monotonic() >= deadline):
-                return
+            self.pending, self.pending_drained = [], 0
+            if drained and self.shard is not None:
+                # Stored: out of the shard's write-ahead log in Redis, with this shard's stats at that moment.
+                self.shard.frontier.stored(drained, progress=self._progress_now(session))
+            if not drained or (deadline is not None and time.monotonic() >= deadline):
+                break
+        if self.shard is not None:
+            self._adopt_orphans()
+
+    def _fresh(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # The same item seen twice in one crawl counts once.
+        valid = self.ingestion.clean([data for data in batch if not self._discovery(data)])
+        return [data for data in valid if self._first_sighting(data)]
+
+    def _store(self, batch: list[dict[str, Any]]) -> None:
+        if fresh := self._fresh(batch):
+            self.counts.update(items_upsert(job=self.job, items=fresh))
+
+    def _adopt_orphans(self) -> None:
+        """Store the items a dead shard (or an earlier attempt) scraped and wrote ahead but never stored."""
+        while orphans := self.shard.frontier.adopt(settings.TRAWL_ITEM_CHUNK):
+            self._store([json.loads(raw) for raw in orphans])
+            self.shard.frontier.adopted()
+
+    def _progress_now(self, session: CrawlSession) -> dict[str, Any]:
+        """This shard's stats for the frontier: item counts exact, Scrapy's numbers read every SCRAPY_STATS_SECONDS
+        (reading them means a trip into the reactor thread)."""
+        if time.monotonic() - self.last_scrapy_read >= SCRAPY_STATS_SECONDS:
+            self.last_scrapy_read = time.monotonic()
+            self.scrapy_progress = job_stats(live_stats(session))
+        return {**self.scrapy_progress, **self.item_counts()}
 
     def _discovery(self, data: dict[str, Any]) -> bool:
         if is_discovered(data):
@@ -139,43 +180,53 @@ class JobTracker:
         }
 
 
-def job_execute(*, job_id: str, attempt: int, worker: str, slot_soft_limit: float | None = None) -> dict[str, Any]:
+def job_execute(
+    *, job_id: str, attempt: int, worker: str, slot_soft_limit: float | None = None, shard: int = 0
+) -> dict[str, Any]:
     """Run a job end to end. Crawl failures are returned in the result, never raised (chords must complete).
 
-    The message is a slot at its priority: the job that runs may be another requester's (crawls/fairshare.py)."""
-    job = job_claim_fair(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=slot_soft_limit)
+    The message is a slot at its priority: the job that runs may be another requester's (crawls/fairshare.py).
+    A shard message (`shard` > 0) is not a slot: it joins its own job, a parallel one already running."""
+    if shard:
+        job = shard_join(job_id=job_id, attempt=attempt, shard=shard, worker=worker)
+    else:
+        job = job_claim_fair(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=slot_soft_limit)
     if job is None:
         current, url = CrawlJob.objects.filter(pk=job_id).values_list("status", "url").first() or ("missing", "")
-        logger.info("job %s attempt %s not claimed (status %s)", job_id, attempt, current)
+        logger.info("job %s attempt %s shard %s not claimed (status %s)", job_id, attempt, shard, current)
         return {"status": current, "url": url, "job_id": str(job_id), "claimed": False}
-    with job_log_capture(job_id=job.pk, attempt=job.attempt), heartbeat_kept(job=job):
+    with job_log_capture(job_id=job.pk, attempt=job.attempt), heartbeat_kept(job=job), crawling():
         try:
-            return _job_run(job=job, attempt=attempt, worker=worker)
+            return _job_run(job=job, attempt=attempt, worker=worker, shard=shard)
         except INFRASTRUCTURE_ERRORS as exc:
             # Trawl's own Redis or database failed: requeue, never blame the site (no error class, no backoff).
             return _result(job_requeue_infrastructure(job=job, reason=f"{type(exc).__name__}: {exc}") or job)
 
 
-def _job_run(*, job: CrawlJob, attempt: int, worker: str) -> dict[str, Any]:
+def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dict[str, Any]:
     """Everything after the claim, while the attempt's log is captured."""
     if cancel_requested(job_id=job.id):
         return _result(job_end(job=job, error_class=ErrorClass.CANCELLED, message="cancelled before it started") or job)
     try:
-        version = version_route(
-            scraper=job.scraper, version=job.requested_version, variant=job.requested_variant, priority=job.priority
-        )
+        version = version_for(job=job, shard=shard)
         # A packaged version's spider is imported inside its own environment, never in this process.
         spider_cls = None if version.package_id else spider_load(version.spider)
     except TrawlError as exc:
         return _result(job_end(job=job, error_class=ErrorClass.ROUTING, message=exc.message) or job)
-    CrawlJob.objects.filter(pk=job.pk).update(version=version)
+    if not shard:
+        CrawlJob.objects.filter(pk=job.pk).update(version=version)
     job.version = version
     scrapy_settings = scrapy_settings_for(job=job, version=version)
+    # In-process crawls keep their scheduler state in the job's frontier; a packaged one runs as a single shard.
+    frontier = Shard(job, index=shard) if spider_cls and settings.TRAWL_FRONTIER_ENABLED else None
+    if frontier is not None:
+        scrapy_settings.update(frontier.scrapy_settings())
+        frontier.publish_others()
     scrapy_settings["TRAWL_MONITORS"] = job_monitors(job=job, version=version)
     job_log_level(level=scrapy_settings.get("LOG_LEVEL") or "INFO")
     domain = urlsplit(job.url).hostname
     logger.info(
-        "job start id=%s version=%s/%s variant=%s domain=%s priority=%s attempt=%s worker=%s",
+        "job start id=%s version=%s/%s variant=%s domain=%s priority=%s attempt=%s shard=%s/%s worker=%s",
         job.pk,
         job.scraper.name,
         version.version,
@@ -183,15 +234,17 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str) -> dict[str, Any]:
         domain or "-",
         job.priority,
         attempt,
+        shard,
+        job.parallelism,
         worker,
     )
-    tracker = JobTracker(job)
+    tracker = JobTracker(job, shard=frontier)
     run = partial(run_spider, spider_cls=spider_cls) if spider_cls else partial(package_run, version=version)
     try:
         crawl, session = run(
             settings=scrapy_settings,
             spider_kwargs=_spider_kwargs(job),
-            timeout=job_timeout(job, version),
+            timeout=_time_left(job, version),
             on_tick=tracker,
             tick_seconds=TICK_SECONDS,
         )
@@ -203,6 +256,13 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str) -> dict[str, Any]:
         )
     tracker.flush(session)
     stats = {**job_stats(crawl.stats), **tracker.item_counts()}
+    if frontier is not None:
+        if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier
+            return {"status": JobStatus.QUEUED, "url": job.url, "job_id": str(job.pk), "requeued": True, "shard": shard}
+        stats = {**frontier.total(stats), "finish_reason": stats.get("finish_reason", "")}
+        if _left_for_others(job, crawl):
+            logger.info("job %s shard %s done; the job ends with its last shard", job.pk, shard)
+            return {"status": JobStatus.RUNNING, "url": job.url, "job_id": str(job.pk), "shard": shard}
     stats.update(source_crawl_extras(job=job, discovered=list(tracker.discovered.values()), scrapy_stats=crawl.stats))
     verdict = classify(
         stats=stats,
@@ -220,6 +280,28 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str) -> dict[str, Any]:
     if finished is not None:
         job_alert_notify(job=finished)
     return _result(finished or job)
+
+
+def version_for(*, job: CrawlJob, shard: int = 0) -> Any:
+    """The version to run: routed for the job's first shard; the others run the one it was routed to."""
+    if shard and job.version_id:
+        return job.version
+    return version_route(
+        scraper=job.scraper, version=job.requested_version, variant=job.requested_variant, priority=job.priority
+    )
+
+
+def _time_left(job: CrawlJob, version: Any) -> float:
+    """The job's timeout counts from its claim: a shard that joins later stops with the others."""
+    elapsed = (timezone.now() - job.started_at).total_seconds() if job.started_at else 0.0
+    return max(1.0, job_timeout(job, version) - elapsed)
+
+
+def _left_for_others(job: CrawlJob, crawl: Any) -> bool:
+    """This shard finished its part and another shard is still at work: the last one ends the job."""
+    if crawl.stopped_because or crawl.crawl_error or crawl.finish_reason != "finished":
+        return False
+    return (crawl.stats.get("frontier/leave") or ("last" if job.parallelism == 1 else "done")) == "done"
 
 
 def _spider_kwargs(job: CrawlJob) -> dict[str, Any]:

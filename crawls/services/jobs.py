@@ -43,6 +43,7 @@ def job_validate(
     callback_url: str = "",
     check_blocked: bool = True,
     requester: Requester | None = None,
+    parallelism: int = 1,
 ) -> Scraper:
     """Check a job request against the registry; return the scraper it names. Raises TrawlError naming the field.
 
@@ -58,6 +59,10 @@ def job_validate(
         target_check(callback_url, field="callback_url")
     if not 1 <= int(priority) <= 100:
         raise TrawlError(f"priority must be between 1 and 100, got {priority}", field="priority")
+    limit = settings.TRAWL_MAX_PARALLELISM
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= limit:
+        message = f"parallelism must be an integer between 1 and {limit}, got {parallelism!r}"
+        raise TrawlError(message, field="parallelism")
     scraper_name = scraper or settings.TRAWL_DEFAULT_SCRAPER
     scraper_obj = Scraper.objects.filter(name=scraper_name).first()
     if scraper_obj is None:
@@ -91,6 +96,7 @@ def job_create(
     callback_url: str = "",
     options: dict[str, Any] | None = None,
     source: Source | None = None,
+    parallelism: int = 1,
 ) -> CrawlJob:
     """Validate a job request, store it queued and publish it once the transaction commits."""
     scraper_obj = job_validate(
@@ -104,6 +110,7 @@ def job_create(
         # fails fast instead (the throttle drops its requests).
         check_blocked=source is None,
         requester=requester,
+        parallelism=parallelism,
     )
     jobs_admit(requester=requester, count=1)
     job = CrawlJob.objects.create(
@@ -116,6 +123,7 @@ def job_create(
         callback_url=callback_url,
         options=options or {},
         source=source,
+        parallelism=parallelism,
     )
     transaction.on_commit(lambda: publish_crawl(job=job))
     return job

@@ -1,0 +1,321 @@
+"""A crawl's scheduler state in Redis, under the job's id, so it outlives the process that crawls it.
+
+- `queue`: the frontier, a sorted set of serialized requests (score = -priority; an 8-byte sequence number in front
+  of each member keeps equal priorities first in, first out and makes every member unique).
+- `seen`: the seen-set of request fingerprints, 12 bytes each (96 bits of Scrapy's SHA-1 fingerprint).
+- `inflight:<attempt>:<shard>`: the requests a shard took from the queue and has not finished (member → score),
+  held under the shard's lease in `shards` (member `<attempt>:<shard>`, score = lease expiry in ms, Redis time).
+  A request leaves it only once its page was fetched, its links queued and its items stored.
+- `progress`: each shard's latest stats (`<attempt>:<shard>` → JSON), summed into the job's stats over attempts.
+
+Requests of a shard whose lease expired, or of an earlier attempt, go back to the queue (`reclaim`). Every script
+refreshes the keys it writes to expire after TRAWL_FRONTIER_TTL_SECONDS (a day) untouched; the job's end deletes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import redis
+from django.conf import settings
+
+from project.redis import redis_key
+
+FINGERPRINT_BYTES = 12
+SHARED = ("queue", "seen", "seq", "shards", "members", "progress", "orphans", "ended")
+PER_SHARD = ("inflight", "wal", "walstored", "adopting")
+
+# Shared by the scripts below. `base` is redis_key("frontier", job, ""); shard keys: base .. name .. ":" .. member.
+# reclaim(): a shard whose lease expired, or of an attempt before `attempt`, is dead: its in-flight requests go back
+# to the queue, and the items it had written ahead but not stored yet (and orphans it was storing) become orphans,
+# stored by a live shard. Returns the requests moved.
+_LIB = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function push_all(target, values)
+  for i = 1, #values, 1000 do
+    redis.call('RPUSH', target, unpack(values, i, math.min(i + 999, #values)))
+  end
+end
+local function unstored(base, member)
+  local stored = tonumber(redis.call('GET', base .. 'walstored:' .. member) or '0')
+  return redis.call('LLEN', base .. 'wal:' .. member) - stored, stored
+end
+local function reclaim(base, attempt)
+  local moved = 0
+  local now = now_ms()
+  local all = redis.call('ZRANGE', base .. 'shards', 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    local member, expiry = all[i], tonumber(all[i + 1])
+    local shard_attempt = tonumber(string.match(member, '^(%d+):'))
+    if expiry < now or shard_attempt < attempt then
+      local held = redis.call('HGETALL', base .. 'inflight:' .. member)
+      for j = 1, #held, 2 do
+        redis.call('ZADD', base .. 'queue', held[j + 1], held[j])
+        moved = moved + 1
+      end
+      local _, stored = unstored(base, member)
+      push_all(base .. 'orphans', redis.call('LRANGE', base .. 'wal:' .. member, stored, -1))
+      push_all(base .. 'orphans', redis.call('LRANGE', base .. 'adopting:' .. member, 0, -1))
+      redis.call('DEL', base .. 'inflight:' .. member, base .. 'wal:' .. member, base .. 'walstored:' .. member,
+                 base .. 'adopting:' .. member)
+      redis.call('ZREM', base .. 'shards', member)
+    end
+  end
+  return moved
+end
+local function refresh(base, member, ttl)
+  for _, name in ipairs({'queue', 'seen', 'seq', 'shards', 'members', 'progress', 'orphans'}) do
+    redis.call('PEXPIRE', base .. name, ttl)
+  end
+  for _, name in ipairs({'inflight:', 'wal:', 'walstored:', 'adopting:'}) do
+    redis.call('PEXPIRE', base .. name .. member, ttl)
+  end
+end
+"""
+
+# ARGV: base, attempt, me, lease ms, ttl ms. Takes or extends this shard's lease and reclaims dead shards' work;
+# -1 if the job already ended (a shard that starts late must not crawl a frontier that is gone).
+_RENEW = (
+    _LIB
+    + """
+local base = ARGV[1]
+if redis.call('EXISTS', base .. 'ended') == 1 then return -1 end
+local moved = reclaim(base, tonumber(ARGV[2]))
+redis.call('ZADD', base .. 'shards', now_ms() + tonumber(ARGV[4]), ARGV[3])
+redis.call('SADD', base .. 'members', ARGV[3])
+refresh(base, ARGV[3], ARGV[5])
+return moved
+"""
+)
+
+# KEYS: queue, inflight, members. ARGV: ttl ms, count, me. Pops up to `count` of the most urgent requests into this
+# shard's in-flight hash (`members` names every shard that ever held one, so the job's end finds all their keys).
+_POP = """
+local popped = redis.call('ZPOPMIN', KEYS[1], ARGV[2])
+if #popped == 0 then return {} end
+local members = {}
+for i = 1, #popped, 2 do
+  redis.call('HSET', KEYS[2], popped[i], popped[i + 1])
+  members[#members + 1] = popped[i]
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[3])
+return members
+"""
+
+# KEYS: seen, queue, seq. ARGV: fingerprint ('' = do not filter), score, payload, ttl ms. 1 if queued, 0 if seen.
+_PUSH = """
+if ARGV[1] ~= '' and redis.call('SADD', KEYS[1], ARGV[1]) == 0 then return 0 end
+local seq = redis.call('INCR', KEYS[3])
+redis.call('ZADD', KEYS[2], ARGV[2], struct.pack('>I8', seq) .. ARGV[3])
+for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
+return 1
+"""
+
+# ARGV: base, attempt, me. "work" (the queue has requests), "wait" (a shard holds requests, or items not stored
+# yet, or there are orphans to store), else this shard leaves: "last" if no other shard is left, "done" otherwise.
+_FINISH = (
+    _LIB
+    + """
+local base, me = ARGV[1], ARGV[3]
+reclaim(base, tonumber(ARGV[2]))
+if redis.call('ZCARD', base .. 'queue') > 0 then return 'work' end
+if redis.call('LLEN', base .. 'orphans') > 0 then return 'wait' end
+for _, member in ipairs(redis.call('ZRANGE', base .. 'shards', 0, -1)) do
+  if redis.call('HLEN', base .. 'inflight:' .. member) > 0 or unstored(base, member) > 0
+     or redis.call('LLEN', base .. 'adopting:' .. member) > 0 then
+    return 'wait'
+  end
+end
+redis.call('ZREM', base .. 'shards', me)
+if redis.call('ZCARD', base .. 'shards') == 0 then return 'last' end
+return 'done'
+"""
+)
+
+# KEYS: queue, shards, inflight. ARGV: me. Hands this shard's requests back to the queue and drops its lease; what it
+# wrote ahead stays its own to store (its task stores it before it returns).
+_RELEASE = """
+local held = redis.call('HGETALL', KEYS[3])
+for j = 1, #held, 2 do redis.call('ZADD', KEYS[1], held[j + 1], held[j]) end
+redis.call('DEL', KEYS[3])
+return #held / 2
+"""
+
+# KEYS: wal, walstored, progress. ARGV: count, me, progress JSON ('' = none), ttl ms. `count` more written-ahead
+# items are stored: drop them from the log (those not written yet are dropped when they are), record the stats.
+_STORED = """
+local pending = tonumber(redis.call('GET', KEYS[2]) or '0') + tonumber(ARGV[1])
+local trimmed = math.min(pending, redis.call('LLEN', KEYS[1]))
+if trimmed > 0 then redis.call('LTRIM', KEYS[1], trimmed, -1) end
+redis.call('SET', KEYS[2], pending - trimmed, 'PX', ARGV[4])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+end
+return trimmed
+"""
+
+# KEYS: orphans, adopting. ARGV: count, ttl ms. Takes up to `count` orphaned items into this shard's `adopting` list
+# (orphans again if this shard dies before storing them).
+_ADOPT = """
+local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #items == 0 then return {} end
+redis.call('LTRIM', KEYS[1], #items, -1)
+for i = 1, #items, 1000 do redis.call('RPUSH', KEYS[2], unpack(items, i, math.min(i + 999, #items))) end
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return items
+"""
+
+
+@functools.cache
+def binary_redis() -> redis.Redis:
+    """Frontier members and fingerprints are bytes: a client that does not decode replies."""
+    return redis.Redis.from_url(
+        settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5, health_check_interval=30, retry_on_timeout=True
+    )
+
+
+@functools.cache
+def _scripts() -> dict[str, Any]:
+    client = binary_redis()
+    sources = {
+        "renew": _RENEW,
+        "pop": _POP,
+        "push": _PUSH,
+        "finish": _FINISH,
+        "release": _RELEASE,
+        "stored": _STORED,
+        "adopt": _ADOPT,
+    }
+    return {name: client.register_script(source) for name, source in sources.items()}
+
+
+def compact_fingerprint(fingerprint: bytes) -> bytes:
+    return fingerprint[:FINGERPRINT_BYTES]
+
+
+class Frontier:
+    """One job's frontier, seen from one shard of one attempt (`member` is `<attempt>:<shard>`)."""
+
+    def __init__(self, job_id: object, *, attempt: int = 1, shard: int = 0) -> None:
+        self.job_id = str(job_id)
+        self.attempt = int(attempt)
+        self.shard = int(shard)
+        self.member = f"{self.attempt}:{self.shard}"
+        self.base = redis_key("frontier", self.job_id, "")
+        self.inflight = self.mine("inflight")
+        self.redis = binary_redis()
+        self.ttl_ms = int(settings.TRAWL_FRONTIER_TTL_SECONDS * 1000)
+        self.lease_ms = int(settings.TRAWL_FRONTIER_LEASE_SECONDS * 1000)
+
+    def key(self, name: str) -> str:
+        return self.base + name
+
+    def mine(self, name: str, member: str | None = None) -> str:
+        return f"{self.base}{name}:{member or self.member}"
+
+    def commit(
+        self,
+        *,
+        requests: list[tuple[bytes, int, bytes | None]] = (),
+        items: list[bytes] = (),
+        done: list[bytes] = (),
+    ) -> list[bool]:
+        """In one round trip and in this order: queue `requests` (payload, priority, fingerprint) unless seen, write
+        `items` ahead to this shard's log, and take the `done` requests out of flight. So a request leaves flight only
+        once what it yielded is in Redis. Returns whether each request was queued."""
+        pipe = self.redis.pipeline(transaction=False)
+        keys = [self.key("seen"), self.key("queue"), self.key("seq")]
+        for payload, priority, fingerprint in requests:
+            _scripts()["push"](keys=keys, args=[fingerprint or b"", -int(priority), payload, self.ttl_ms], client=pipe)
+        if items:
+            pipe.rpush(self.mine("wal"), *items)
+            pipe.pexpire(self.mine("wal"), self.ttl_ms)
+        if done:
+            pipe.hdel(self.inflight, *done)
+        results = pipe.execute()
+        return [bool(queued) for queued in results[: len(requests)]]
+
+    def push(self, payload: bytes, *, priority: int = 0, fingerprint: bytes | None = None) -> bool:
+        """Queue a request unless its fingerprint was seen (no fingerprint: always queue). True if queued."""
+        return self.commit(requests=[(payload, priority, fingerprint)])[0]
+
+    def seen(self, fingerprint: bytes) -> bool:
+        """Add to the seen-set; True if it was already there."""
+        return not self.redis.sadd(self.key("seen"), fingerprint)
+
+    def pop(self, count: int = 1) -> list[bytes]:
+        """Up to `count` of the most urgent queued requests, now in this shard's in-flight set."""
+        keys = [self.key("queue"), self.inflight, self.key("members")]
+        return list(_scripts()["pop"](keys=keys, args=[self.ttl_ms, count, self.member]))
+
+    @staticmethod
+    def payload(member: bytes) -> bytes:
+        return member[8:]
+
+    def ack(self, members: list[bytes]) -> None:
+        """These requests are done (nothing they yielded is written ahead: no items)."""
+        self.commit(done=members)
+
+    def stored(self, count: int, *, progress: dict[str, Any] | None = None) -> None:
+        """`count` more of this shard's written-ahead items are in the database; record its stats with them."""
+        keys = [self.mine("wal"), self.mine("walstored"), self.key("progress")]
+        body = json.dumps(progress, default=str) if progress is not None else ""
+        _scripts()["stored"](keys=keys, args=[count, self.member, body, self.ttl_ms])
+
+    def adopt(self, count: int) -> list[bytes]:
+        """Up to `count` items a dead shard wrote ahead but never stored; call `adopted()` once they are stored."""
+        return list(_scripts()["adopt"](keys=[self.key("orphans"), self.mine("adopting")], args=[count, self.ttl_ms]))
+
+    def adopted(self) -> None:
+        self.redis.delete(self.mine("adopting"))
+
+    def renew(self) -> int:
+        """Take or extend this shard's lease; return requests reclaimed from dead shards or earlier attempts, or -1
+        if the job has ended."""
+        return int(
+            _scripts()["renew"](keys=[], args=[self.base, self.attempt, self.member, self.lease_ms, self.ttl_ms])
+        )
+
+    def try_finish(self) -> str:
+        """`work`, `wait`, or (leaving the job) `done` / `last` — see _FINISH."""
+        result = _scripts()["finish"](keys=[], args=[self.base, self.attempt, self.member])
+        return result.decode() if isinstance(result, bytes) else str(result)
+
+    def release(self) -> int:
+        """Put this shard's in-flight requests back in the queue (warm shutdown); its lease runs out by itself."""
+        keys = [self.key("queue"), self.key("shards"), self.inflight]
+        return int(_scripts()["release"](keys=keys, args=[self.member]))
+
+    def pending(self) -> int:
+        return int(self.redis.zcard(self.key("queue")))
+
+    def inflight_payloads(self) -> list[bytes]:
+        """Every shard's in-flight requests (for inspection and tests)."""
+        members = [m.decode() for m in self.redis.zrange(self.key("shards"), 0, -1)]
+        return [self.payload(raw) for m in members for raw in self.redis.hkeys(self.mine("inflight", m))]
+
+    def progress(self) -> dict[str, dict[str, Any]]:
+        """Each shard's latest stats, by `<attempt>:<shard>`."""
+        return {member.decode(): json.loads(raw) for member, raw in self.redis.hgetall(self.key("progress")).items()}
+
+    def delete(self) -> None:
+        members = [m.decode() for m in self.redis.smembers(self.key("members"))]
+        per_shard = [self.mine(name, m) for m in members for name in PER_SHARD]
+        self.redis.delete(*[self.key(name) for name in SHARED], *per_shard)
+
+    def end(self) -> None:
+        """Delete the frontier and leave a small marker (for a day), so a shard starting late does not crawl anew."""
+        self.delete()
+        self.redis.set(self.key("ended"), b"1", px=self.ttl_ms)
+
+
+def frontier_delete(*, job_id: object) -> None:
+    """The job ended: drop its frontier, every key of it."""
+    Frontier(job_id).end()

@@ -1,0 +1,252 @@
+"""Scrapy's scheduler and dupefilter on the job's frontier in Redis (crawls.frontier), shared by every shard.
+
+`FrontierScheduler` (the SCHEDULER setting) queues requests in Redis and takes them out into its shard's in-flight
+set; a request leaves that set only when the engine is done with it (downloaded, its callback's requests queued, its
+items processed), in the same round trip that writes its requests and items ahead to Redis. Items are stored in the
+database a moment later by the task (crawls.services.execution); a shard that dies before that leaves them written
+ahead, and a live shard stores them (crawls.frontier). When the engine runs out of work the
+scheduler asks the frontier whether the job is done: it keeps the spider open while any shard still holds requests
+that may yield more, and lets it close once the queue is empty and nothing is in flight anywhere.
+
+Start requests are always checked against the seen-set, even with `dont_filter`: a resumed attempt or a second shard
+runs the spider's start() again, and must not fetch the start URL a second time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from collections import deque
+from typing import Any
+
+from itemadapter import ItemAdapter
+from scrapy import Request, Spider, signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.utils.request import request_from_dict
+
+from crawls.frontier import Frontier, compact_fingerprint
+
+logger = logging.getLogger("trawl.frontier")
+
+IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
+POP_BATCH = 8  # requests taken from Redis per round trip (in flight from then on, so a dead shard loses none)
+
+
+def frontier_for(settings: Any) -> Frontier:
+    """The frontier a crawl's settings name (TRAWL_FRONTIER = {"job", "attempt", "shard"})."""
+    spec = settings.getdict("TRAWL_FRONTIER")
+    return Frontier(spec["job"], attempt=int(spec.get("attempt", 1)), shard=int(spec.get("shard", 0)))
+
+
+class FrontierDupeFilter(BaseDupeFilter):
+    """The seen-set in Redis: 12-byte fingerprints, shared by every shard and attempt of the job."""
+
+    def __init__(self, frontier: Frontier, fingerprinter: Any, stats: Any = None) -> None:
+        self.frontier = frontier
+        self.fingerprinter = fingerprinter
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> FrontierDupeFilter:
+        return cls(frontier_for(crawler.settings), crawler.request_fingerprinter, crawler.stats)
+
+    def request_fingerprint(self, request: Request) -> bytes:
+        return compact_fingerprint(self.fingerprinter.fingerprint(request))
+
+    def request_seen(self, request: Request) -> bool:
+        return self.frontier.seen(self.request_fingerprint(request))
+
+    def log(self, request: Request, spider: Spider) -> None:
+        if self.stats is not None:
+            self.stats.inc_value("dupefilter/filtered")
+
+
+class FrontierScheduler(BaseScheduler):
+    def __init__(self, crawler: Any, frontier: Frontier, dupefilter: FrontierDupeFilter) -> None:
+        self.crawler = crawler
+        self.frontier = frontier
+        self.df = dupefilter
+        self.stats = crawler.stats
+        self.spider: Spider | None = None
+        self.held: dict[Request, bytes] = {}  # requests taken from Redis, until the engine is done with them
+        self.taken: deque[bytes] = deque()  # taken from Redis (so in flight) but not handed to the engine yet
+        # Requests accepted but not yet in Redis: sent together at the end of this reactor turn (one round trip
+        # for all the links of a page), and always before the request that yielded them is acknowledged.
+        self.outbox: list[tuple[bytes, int, bytes | None]] = []
+        self.items: list[bytes] = []  # items scraped, to write ahead with the requests that yielded them
+        self.flush_call: Any = None
+        self.local: deque[Request] = deque()  # requests that cannot be serialized (not durable, as Scrapy's own)
+        self.renewal: Any = None
+        self.leave = ""  # "done" / "last" once this shard left the job
+        self.poke: Any = None  # the pending call that wakes an idle engine
+        # Fingerprints this shard knows are in the seen-set (it only grows): most links point at pages already
+        # seen, and those are dropped here without a round trip to Redis.
+        self.known: set[bytes] = set()
+        # Whether the queue may hold requests. The engine asks very often; a wrong "no" only sends it to the idle
+        # check, which asks Redis (Frontier.try_finish) and wakes the engine again if there is work.
+        self.maybe_pending = True
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> FrontierScheduler:
+        frontier = frontier_for(crawler.settings)
+        return cls(crawler, frontier, FrontierDupeFilter(frontier, crawler.request_fingerprinter, crawler.stats))
+
+    def open(self, spider: Spider) -> None:
+        from twisted.internet.task import LoopingCall
+
+        self.spider = spider
+        reclaimed = self.frontier.renew()
+        if reclaimed < 0:
+            raise CloseSpider("trawl_job_ended")  # a shard that started after the job ended
+        if reclaimed:
+            logger.info("frontier: %s request(s) of earlier attempts or dead shards back in the queue", reclaimed)
+            self.stats.inc_value("frontier/reclaimed", reclaimed)
+        self.renewal = LoopingCall(self._renew)
+        self.renewal.start(max(0.5, self.frontier.lease_ms / 3000), now=False)
+        self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle, weak=False)
+        self.crawler.signals.connect(self._on_item, signal=signals.item_scraped, weak=False)
+        _on_request_finished(self.crawler, self._finished)
+
+    def close(self, reason: str) -> None:
+        self._send_outbox()
+        if self.renewal is not None and self.renewal.running:
+            self.renewal.stop()
+        if self.poke is not None and self.poke.active():
+            self.poke.cancel()
+
+    def has_pending_requests(self) -> bool:
+        return bool(self.local or self.taken or self.outbox) or self.maybe_pending
+
+    def enqueue_request(self, request: Request) -> bool:
+        filtered = not request.dont_filter or bool(request.meta.get("is_start_request"))
+        fingerprint = self.df.request_fingerprint(request) if filtered else None
+        if fingerprint is not None:
+            if fingerprint in self.known:
+                self.df.log(request, self.spider)
+                return False
+            self.known.add(fingerprint)
+        try:
+            payload = pickle.dumps(request.to_dict(spider=self.spider), protocol=pickle.HIGHEST_PROTOCOL)
+        except (ValueError, TypeError, AttributeError, pickle.PicklingError) as exc:
+            if fingerprint is not None and self.frontier.seen(fingerprint):
+                self.df.log(request, self.spider)
+                return False
+            logger.warning("frontier: %s cannot be serialized (%s); kept in memory, not durable", request, exc)
+            self.local.append(request)
+            self.stats.inc_value("scheduler/enqueued/memory")
+            self.stats.inc_value("scheduler/enqueued")
+            return True
+        self.outbox.append((payload, request.priority, fingerprint))
+        self._send_soon()
+        return True
+
+    def _on_item(self, item: Any, response: Any, spider: Spider) -> None:
+        self.items.append(json.dumps(ItemAdapter(item).asdict(), default=str).encode())
+        self._send_soon()
+
+    def _send_soon(self) -> None:
+        if self.flush_call is None or not self.flush_call.active():
+            from twisted.internet import reactor
+
+            self.flush_call = reactor.callLater(0, self._send_outbox)
+
+    def _send_outbox(self, done: list[bytes] | None = None) -> None:
+        """Queue the requests found, write the items scraped ahead, and take `done` requests out of flight."""
+        if not (self.outbox or self.items or done):
+            return
+        sending, self.outbox = self.outbox, []
+        items, self.items = self.items, []
+        queued = sum(self.frontier.commit(requests=sending, items=items, done=done or []))
+        if queued:
+            self.maybe_pending = True
+        # Seen by another shard first: filtered there, not here.
+        self.stats.inc_value("dupefilter/filtered", len(sending) - queued)
+        self.stats.inc_value("scheduler/enqueued/redis", queued)
+        self.stats.inc_value("scheduler/enqueued", queued)
+
+    def next_request(self) -> Request | None:
+        if self.local:
+            self.stats.inc_value("scheduler/dequeued/memory")
+            self.stats.inc_value("scheduler/dequeued")
+            return self.local.popleft()
+        self._send_outbox()  # what this shard just found competes with the rest by priority
+        if not self.taken:
+            self.taken.extend(self.frontier.pop(POP_BATCH))
+        if not self.taken:
+            self.maybe_pending = False
+            return None
+        member = self.taken.popleft()
+        request = request_from_dict(pickle.loads(Frontier.payload(member)), spider=self.spider)
+        self.held[request] = member
+        self.stats.inc_value("scheduler/dequeued/redis")
+        self.stats.inc_value("scheduler/dequeued")
+        return request
+
+    def __len__(self) -> int:
+        return len(self.local) + len(self.taken) + len(self.outbox) + self.frontier.pending()
+
+    def _finished(self, request: Request) -> None:
+        member = self.held.pop(request, None)
+        if member is None:
+            return
+        self._send_outbox(done=[member])  # what it yielded is in Redis when it leaves flight
+
+    def _renew(self) -> None:
+        try:
+            reclaimed = max(0, self.frontier.renew())
+        except Exception:  # Redis away for a moment: the lease outlives a few missed renewals
+            logger.warning("frontier: lease renewal failed; trying again", exc_info=True)
+            return
+        if reclaimed:
+            logger.info("frontier: %s request(s) of a dead shard back in the queue", reclaimed)
+            self.stats.inc_value("frontier/reclaimed", reclaimed)
+
+    def _on_idle(self, spider: Spider) -> None:
+        """Close only when the job is done: queue empty and no shard holding a request (see Frontier.try_finish)."""
+        if self.leave:
+            return
+        self._send_outbox()
+        verdict = self.frontier.try_finish()
+        self.maybe_pending = verdict == "work"
+        if verdict in ("done", "last"):
+            self.leave = verdict
+            self.stats.set_value("frontier/leave", verdict)
+            return
+        if self.poke is None or not self.poke.active():
+            self.poke = _poke_engine_later(self.crawler)
+        raise DontCloseSpider(f"frontier: {verdict}")
+
+
+def _on_request_finished(crawler: Any, callback: Any) -> None:
+    """Call `callback(request)` when the engine is done with a scheduled request: after its download, its callback's
+    output and its items. Scrapy has no signal for that moment; the engine's slot forgets the request then."""
+    slot = getattr(crawler.engine, "_slot", None)
+    remove = getattr(slot, "remove_request", None)
+    if remove is None:  # a Scrapy without that slot: a request counts as done when it leaves the downloader
+        crawler.signals.connect(
+            lambda request, spider: callback(request), signal=signals.request_left_downloader, weak=False
+        )
+        return
+
+    def remove_request(request: Request) -> None:
+        try:
+            callback(request)
+        finally:
+            remove(request)
+
+    slot.remove_request = remove_request
+
+
+def _poke_engine_later(crawler: Any) -> Any:
+    """Ask the engine to look for requests again soon, not at its 5-second heartbeat: other shards queue work."""
+    from twisted.internet import reactor
+
+    def poke() -> None:
+        slot = getattr(crawler.engine, "_slot", None)
+        if slot is not None and slot.closing is None:
+            slot.nextcall.schedule()
+
+    return reactor.callLater(IDLE_POLL_SECONDS, poke)

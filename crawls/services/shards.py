@@ -1,0 +1,110 @@
+"""Durable and parallel runs of one job: its shards, their shared frontier, their summed stats, a warm requeue.
+
+A job with `parallelism: N` runs as N `run_crawl` tasks of one attempt: shard 0 claims the job (queued → running)
+and publishes shards 1..N-1, which join while the job is running at that attempt. Every shard crawls from the job's
+frontier in Redis (crawls.frontier). A shard that finds the queue empty and nothing in flight anywhere leaves; the
+last to leave ends the job through `job_end`, with the stats of every shard of every attempt summed. Any other way
+a shard stops (cancel, timeout, a watchdog, a crash) ends the job for all: the others see it at their next heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+
+from crawls.frontier import Frontier
+from crawls.models import CrawlJob, JobStatus
+from crawls.publish import publish_crawl, publish_shards
+from project.redis import get_redis, redis_key
+
+logger = logging.getLogger("trawl.jobs")
+
+SCHEDULER = "crawls.scraping.scheduler.FrontierScheduler"
+DUPEFILTER = "crawls.scraping.scheduler.FrontierDupeFilter"
+SAMPLE_KEEP = 5  # list values (invalid_sample) kept when summing
+
+
+def shard_join(*, job_id: str, attempt: int, shard: int, worker: str) -> CrawlJob | None:
+    """A shard after the first joins its job while it runs at `attempt`; each shard of an attempt runs once."""
+    job = CrawlJob.objects.select_related("scraper", "source", "version").filter(pk=job_id).first()
+    if job is None or job.status != JobStatus.RUNNING or job.attempt != attempt or not 0 < shard < job.parallelism:
+        return None
+    claim = redis_key("frontier", job_id, "claim", attempt, shard)
+    if not get_redis().set(claim, worker, nx=True, ex=int(settings.TRAWL_FRONTIER_TTL_SECONDS)):
+        return None
+    return job
+
+
+class Shard:
+    """One shard of one attempt, as the task thread sees it: acknowledgements, progress, the end."""
+
+    def __init__(self, job: CrawlJob, *, index: int = 0) -> None:
+        self.job = job
+        self.index = index
+        self.frontier = Frontier(job.pk, attempt=job.attempt, shard=index)
+
+    def scrapy_settings(self) -> dict[str, Any]:
+        spec = {"job": str(self.job.pk), "attempt": self.job.attempt, "shard": self.index}
+        return {"SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER, "TRAWL_FRONTIER": spec}
+
+    def publish_others(self) -> None:
+        if self.index == 0 and self.job.parallelism > 1:
+            publish_shards(job=self.job, shards=range(1, self.job.parallelism))
+
+    def total(self, progress: dict[str, Any]) -> dict[str, Any]:
+        """This shard's `progress` recorded, summed with every other shard's and earlier attempts'."""
+        self.frontier.stored(0, progress=progress)
+        snapshots = self.frontier.progress()
+        return {
+            **stats_sum(snapshots.values()),
+            "attempts": self.job.attempt,
+            "shards": self.job.parallelism,
+            # How the work spread: pages fetched by each `<attempt>:<shard>`.
+            "pages_by_shard": {member: snapshot.get("pages", 0) for member, snapshot in sorted(snapshots.items())},
+        }
+
+    def requeue_now(self) -> bool:
+        """Warm shutdown: hand this shard's requests back and requeue the job (attempt + 1) for another worker."""
+        returned = self.frontier.release()
+        running = CrawlJob.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING, attempt=self.job.attempt)
+        moved = running.update(status=JobStatus.QUEUED, attempt=self.job.attempt + 1, worker="", heartbeat_at=None)
+        if moved:
+            job = CrawlJob.objects.select_related("scraper", "version").get(pk=self.job.pk)
+            publish_crawl(job=job)
+            logger.warning(
+                "job %s attempt %s shard %s: worker shutting down; %s request(s) back in the frontier, requeued as "
+                "attempt %s",
+                job.pk,
+                self.job.attempt,
+                self.index,
+                returned,
+                job.attempt,
+            )
+        return bool(moved)
+
+
+def stats_sum(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Numbers add up (nested dicts too), lists are joined (first few kept), anything else: the last one wins."""
+    total: dict[str, Any] = {}
+    for snapshot in snapshots:
+        _add(total, snapshot)
+    return total
+
+
+def _add(total: dict[str, Any], snapshot: dict[str, Any]) -> None:
+    for key, value in snapshot.items():
+        current = total.get(key)
+        if isinstance(value, bool) or value is None:
+            total[key] = value
+        elif isinstance(value, (int, float)) and isinstance(current, (int, float)) and not isinstance(current, bool):
+            total[key] = current + value
+        elif isinstance(value, dict):
+            total[key] = current if isinstance(current, dict) else {}
+            _add(total[key], value)
+        elif isinstance(value, list) and isinstance(current, list):
+            total[key] = (current + value)[:SAMPLE_KEEP]
+        elif value != "" or key not in total:
+            total[key] = value

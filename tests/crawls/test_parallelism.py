@@ -1,0 +1,92 @@
+"""`parallelism` in a job spec: checked at the door, stored, and run as shards that count once in a batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawls.models import CrawlJob
+from crawls.publish import RUN_CRAWL, publish_batch_chord
+from crawls.services.batches import batch_create
+from crawls.services.shards import Shard, shard_join
+
+pytestmark = pytest.mark.django_db
+
+URL = "http://shop.test/list-1.html"
+
+
+@pytest.mark.parametrize("value", [0, 33, -1, "many", 1.5, True])
+def test_parallelism_outside_1_to_32_is_a_400_naming_the_field(api, builtins, value):
+    response = api.post("/api/jobs/", {"url": URL, "parallelism": value}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert "parallelism" in response.json()
+    assert not CrawlJob.objects.exists()
+
+
+def test_parallelism_is_stored_and_shown_defaulting_to_1(api, builtins):
+    plain = api.post("/api/jobs/", {"url": URL}, format="json").json()
+    wide = api.post("/api/jobs/", {"url": URL, "parallelism": 4}, format="json").json()
+
+    assert (plain["parallelism"], wide["parallelism"]) == (1, 4)
+    assert CrawlJob.objects.get(pk=wide["id"]).parallelism == 4
+
+
+def test_a_batch_job_spec_with_bad_parallelism_creates_nothing(requester, builtins):
+    from crawls.services.batches import BatchSpecError
+
+    with pytest.raises(BatchSpecError) as error:
+        batch_create(requester=requester, jobs=[{"url": URL}, {"url": URL, "parallelism": 64}])
+
+    assert list(error.value.errors) == [1] and list(error.value.errors[1]) == ["parallelism"]
+    assert not CrawlJob.objects.exists()
+
+
+def test_a_parallel_job_counts_once_in_its_batch_chord_and_its_first_shard_publishes_the_rest(
+    requester, builtins, sent_tasks
+):
+    batch = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 3}, {"url": URL}])
+    jobs = list(batch.jobs.order_by("-parallelism"))
+    sent_tasks.clear()
+
+    publish_batch_chord(batch=batch, jobs=jobs)
+    assert len(sent_tasks.args_of(RUN_CRAWL)) == 2  # one header task per job, whatever its parallelism
+
+    sent_tasks.clear()
+    Shard(jobs[0], index=0).publish_others()
+    shards = [kwargs["shard"] for task, _args, kwargs, _options in sent_tasks if task == RUN_CRAWL]
+    assert shards == [1, 2]
+
+
+def test_a_shard_joins_only_a_running_job_of_its_attempt_and_only_once(requester, builtins):
+    job = CrawlJob.objects.create(url=URL, scraper_id=builtins_scraper_id(), parallelism=2)
+    assert shard_join(job_id=str(job.pk), attempt=1, shard=1, worker="w/1") is None  # still queued
+
+    CrawlJob.objects.filter(pk=job.pk).update(status="running")
+    assert shard_join(job_id=str(job.pk), attempt=2, shard=1, worker="w/1") is None  # another attempt
+    assert shard_join(job_id=str(job.pk), attempt=1, shard=2, worker="w/1") is None  # beyond its parallelism
+    assert shard_join(job_id=str(job.pk), attempt=1, shard=1, worker="w/1").pk == job.pk
+    assert shard_join(job_id=str(job.pk), attempt=1, shard=1, worker="w/2") is None  # that shard already runs
+
+
+def builtins_scraper_id() -> int:
+    from registry.models import Scraper
+
+    return Scraper.objects.get(name="link").pk
+
+
+def test_every_shard_runs_the_version_its_first_shard_was_routed_to(requester, builtins):
+    from django.utils import timezone
+
+    from crawls.services.execution import version_for
+    from registry.models import ScraperVersion
+
+    job = CrawlJob.objects.create(url=URL, scraper_id=builtins_scraper_id(), parallelism=2, status="running")
+    routed = version_for(job=job)
+    # One routing would never pick again (deprecated since): the shards keep it all the same.
+    old = ScraperVersion.objects.create(scraper_id=job.scraper_id, version="0.0.1", spider=routed.spider)
+    ScraperVersion.objects.filter(pk=old.pk).update(deprecated_at=timezone.now())
+    CrawlJob.objects.filter(pk=job.pk).update(version=old)
+
+    joined = shard_join(job_id=str(job.pk), attempt=1, shard=1, worker="w/1")
+    assert version_for(job=joined, shard=1).pk == old.pk
+    assert version_for(job=joined, shard=0).pk == routed.pk

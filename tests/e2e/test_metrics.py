@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -31,7 +33,11 @@ def test_metrics_move_when_a_job_runs(client, api, admin_api, admin_auth, builti
 
     job = api.post("/api/jobs/", {"url": f"{site.url}/product-3.html"}, format="json").json()
     finished = job_waiter(job["id"])
-    after = scrape(client, admin_auth)
+    # Counters are a follow-up of the job's end, written by the worker just after the job's row says succeeded.
+    deadline = time.monotonic() + 30
+    while (after := scrape(client, admin_auth)).get(SUCCEEDED, 0) < before.get(SUCCEEDED, 0) + 1:
+        assert time.monotonic() < deadline, "counters not written within 30 s of the job's end"
+        time.sleep(0.2)
     stats_after = api.get("/api/stats/").json()
 
     assert finished.status == "succeeded", finished.error_message

@@ -181,7 +181,7 @@ def test_a_crawl_of_a_site_that_stops_answering_ends_stalled(api, builtins, trou
 
     job = waiter(submit(api, url=f"{trouble.url}/stalls", scraper="patient", options={"maxdepth": 1}))
 
-    assert (job.status, job.error_class) == ("failed", "stalled"), job.error_message
+    assert (job.status, job.error_class) == ("failed", "stalled"), (job.error_message, job.stats, job.worker)
     assert f"no response and no item for {STALL_SECONDS}" in job.error_message
     assert trouble.hits["hang"] == 1
 

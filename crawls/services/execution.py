@@ -195,7 +195,7 @@ def job_execute(
         current, url = CrawlJob.objects.filter(pk=job_id).values_list("status", "url").first() or ("missing", "")
         logger.info("job %s attempt %s shard %s not claimed (status %s)", job_id, attempt, shard, current)
         return {"status": current, "url": url, "job_id": str(job_id), "claimed": False}
-    with job_log_capture(job_id=job.pk, attempt=job.attempt), heartbeat_kept(job=job), crawling():
+    with job_log_capture(job_id=job.pk, attempt=job.attempt, shard=shard), heartbeat_kept(job=job), crawling():
         try:
             return _job_run(job=job, attempt=attempt, worker=worker, shard=shard)
         except INFRASTRUCTURE_ERRORS as exc:

@@ -24,6 +24,7 @@ import pytest
 from crawls.frontier import Frontier
 from crawls.models import CrawlJob
 from items.models import Item
+from ops.models import JobLog
 from tests.callbacks.harness import FAST_ENV, Beat, exclusive
 from tests.e2e.test_faults import reaper_every
 from tests.workers import Worker
@@ -249,6 +250,12 @@ def test_parallelism_2_over_two_processes_fetches_every_page_once(api, builtins,
     assert all(pages > 0 for pages in job.stats["pages_by_shard"].values()), job.stats["pages_by_shard"]
     detail = api.get(f"/api/jobs/{job_id}/").json()
     assert (detail["parallelism"], detail["attempt"]) == (2, 1)
+    # Each shard logs into its own part of the job's log; the log API merges them by time.
+    deadline = time.monotonic() + 30
+    while set(JobLog.objects.filter(job_id=job_id).values_list("shard", flat=True)) != {0, 1}:
+        assert time.monotonic() < deadline, "both shards' logs not stored within 30 s of the job's end"
+        time.sleep(0.2)
+    assert api.get(f"/api/jobs/{job_id}/log/").content.decode().count(" Spider opened") == 2
 
 
 @pytest.mark.parametrize("tree_site", [(100_000, 0.25)], indirect=True)

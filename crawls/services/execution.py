@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import redis
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from crawls.cancel import cancel_requested
@@ -41,7 +41,10 @@ from registry.spiders import spider_load
 from sources.services.children import source_crawl_extras
 
 logger = logging.getLogger("trawl.jobs")
-INFRASTRUCTURE_ERRORS = (DatabaseError, redis.RedisError, InfrastructureUnavailable)
+# Trawl's own database or Redis being unreachable, locked or restarting: never the site's fault. Not IntegrityError
+# and the like: those are bugs (or the job's row is gone) and waiting would only hold the worker.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+INFRASTRUCTURE_ERRORS = (*DATABASE_UNAVAILABLE, redis.RedisError, InfrastructureUnavailable)
 FLUSH_BUDGET_SECONDS = 0.3  # per tick, so heartbeats and cancel checks still happen on time
 TICK_SECONDS = 0.5  # how often the task thread drains items and reads the cancel flag: a cancel lands within ~1 s
 SCRAPY_STATS_SECONDS = 0.5  # how often a frontier crawl reads Scrapy's stats to record with its stored items
@@ -70,7 +73,7 @@ class JobTracker:
         try:
             self.flush(session, budget=FLUSH_BUDGET_SECONDS)
             reason = self._beat(session)
-        except DatabaseError as exc:
+        except DATABASE_UNAVAILABLE as exc:
             # Trawl's database, not the site: keep the items, let the crawl wait, try again next tick (bounded).
             self.db_down_since = self.db_down_since or time.monotonic()
             logger.warning("job %s: database error during the crawl (%s); retrying", self.job.pk, exc)

@@ -165,7 +165,6 @@ def job_claim_fair(*, job_id: str, attempt: int, worker: str, slot_soft_limit: f
     return job_claim(job_id=job_id, attempt=attempt, worker=worker)
 
 
-@transaction.atomic
 def job_requeue_infrastructure(*, job: CrawlJob, reason: str) -> CrawlJob | None:
     """Put a running job back in the queue because Trawl's own Redis or database failed under it, not the site.
 
@@ -190,6 +189,7 @@ def job_requeue_infrastructure(*, job: CrawlJob, reason: str) -> CrawlJob | None
     return requeued
 
 
+@transaction.atomic
 def job_cancel(*, job: CrawlJob) -> CrawlJob:
     """Queued jobs end now; running ones are asked to stop (their crawl reads the flag every tick, so it stops within
     about a second) and end `cancelled` — unless the crawl finished first, which keeps its own outcome."""

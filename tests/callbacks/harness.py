@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -117,21 +118,25 @@ def exclusive(*workers: Worker, queues: Iterable[str] = QUEUES) -> Iterator[None
         yield
 
 
+_paused: Counter = Counter()  # (hostname, queue) → how many pause() contexts hold it: nested ones must not resume it
+
+
 @contextlib.contextmanager
 def pause(hostnames: list[str], *, queues: Iterable[str] = QUEUES, answers_needed: bool = True) -> Iterator[None]:
     queues, attempts = list(queues), 5 if answers_needed else 1
     for queue in queues:
-        _control_all("cancel_consumer", queue, hostnames, attempts=attempts, answers_needed=answers_needed)
+        first = [name for name in hostnames if not _paused[name, queue]]
+        _control_all("cancel_consumer", queue, first, attempts=attempts, answers_needed=answers_needed)
+        _paused.update((name, queue) for name in hostnames)
     try:
         yield
     finally:
         # A worker stopped or killed meanwhile cannot answer; every one still running must.
         alive = set(workers_running(broker_url=settings.REDIS_URL))
         for queue in queues:
-            for names, needed in (
-                (sorted(set(hostnames) & alive), answers_needed),
-                (sorted(set(hostnames) - alive), False),
-            ):
+            _paused.subtract((name, queue) for name in hostnames)
+            last = {name for name in hostnames if _paused[name, queue] <= 0}
+            for names, needed in ((sorted(last & alive), answers_needed), (sorted(last - alive), False)):
                 _control_all("add_consumer", queue, names, attempts=attempts if needed else 1, answers_needed=needed)
 
 

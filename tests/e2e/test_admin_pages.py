@@ -11,6 +11,7 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
+from access.tenancy import system_tenant
 from crawls.models import Batch, CrawlJob
 from items.models import Item, ItemSighting
 from registry.models import Scraper, ScraperVersion
@@ -73,7 +74,9 @@ def jobs(builtins) -> dict[str, CrawlJob]:
     running = CrawlJob.objects.create(
         url=long_url, scraper=shop, version=version, status="running", started_at=now, batch=batch
     )
-    item = Item.objects.create(scraper=shop, fingerprint="f1", url=long_url, data={"title": "Chair"}, content_hash="h")
+    item = Item.objects.create(
+        tenant=system_tenant(), scraper=shop, fingerprint="f1", url=long_url, data={"title": "Chair"}, content_hash="h"
+    )
     ItemSighting.objects.create(job=finished, item=item, change="new")
     return {"finished": finished, "running": running, "batch": batch, "item": item}
 

@@ -21,9 +21,9 @@ from crawls.models import CrawlJob, JobStatus
 from crawls.publish import publish_package_build, publish_packages_prune
 from registry.cache import registry_changed
 from registry.errors import RegistryError
-from registry.models import Package, PackageStatus, Scraper, ScraperVersion, Variant
+from registry.models import Package, Scraper, ScraperVersion, Variant
 from registry.packages.wheels import WheelInfo, spider_problem, wheel_inspect, wheel_read
-from registry.services.versions import versions_save
+from registry.services.versions import version_create
 
 logger = logging.getLogger("trawl.packages")
 
@@ -49,7 +49,7 @@ def version_upload(
     if problem:
         raise RegistryError({"spider": [problem]})
     stored = _package_row(info)
-    candidate = ScraperVersion(
+    candidate = version_create(
         scraper=scraper,
         version=version,
         spider=spider,
@@ -57,11 +57,9 @@ def version_upload(
         is_default=is_default,
         traffic_pct=traffic_pct,
         min_priority=min_priority,
-        settings=settings if settings is not None else {},
+        settings=settings,
         package=stored,
-        package_status=PackageStatus.BUILDING,
     )
-    versions_save(scraper=scraper, versions=[candidate])
     _package_write(stored, data)
     transaction.on_commit(lambda: publish_package_build(version_id=candidate.pk), robust=True)
     return candidate

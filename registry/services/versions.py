@@ -20,7 +20,7 @@ from django.utils import timezone
 from project.errors import TrawlError
 from registry.cache import registry_changed
 from registry.errors import RegistryError
-from registry.models import Scraper, ScraperVersion, Variant
+from registry.models import Package, PackageStatus, Scraper, ScraperVersion, Variant
 from registry.selectors import traffic_of
 from registry.services.validation import allocation_problem, versions_problems
 
@@ -48,8 +48,10 @@ def version_create(
     traffic_pct: int = 0,
     min_priority: int = 1,
     settings: dict[str, Any] | None = None,
+    package: Package | None = None,
 ) -> ScraperVersion:
-    """Register a version. Made the default, it takes over from the previous default."""
+    """Register a version. Made the default, it takes over from the previous default. A packaged version (its code
+    an uploaded wheel) starts `building`: it routes once a worker built its environment."""
     candidate = ScraperVersion(
         scraper=scraper,
         version=version,
@@ -59,6 +61,8 @@ def version_create(
         traffic_pct=traffic_pct,
         min_priority=min_priority,
         settings=settings if settings is not None else {},
+        package=package,
+        package_status=PackageStatus.BUILDING if package is not None else "",
     )
     versions_save(scraper=scraper, versions=[candidate])
     return candidate

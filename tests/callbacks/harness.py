@@ -107,6 +107,17 @@ def hostname(worker: Worker) -> str:
 
 
 @contextlib.contextmanager
+def running_alone(worker: Worker) -> Iterator[Worker]:
+    """Start `worker` as the only consumer of its queues (see `exclusive`); stopped at the end, even on failure."""
+    try:
+        worker.start()
+        with exclusive(worker):
+            yield worker
+    finally:
+        worker.stop()
+
+
+@contextlib.contextmanager
 def exclusive(*workers: Worker, queues: Iterable[str] = QUEUES) -> Iterator[None]:
     """Other workers on this broker (say the session's crawl worker) stop consuming `queues` meanwhile, so tasks go
     only to `workers`, which run with the settings these tests need. The others are the workers this process started

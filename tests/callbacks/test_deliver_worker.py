@@ -12,7 +12,7 @@ from django.utils import timezone
 from callbacks.models import Delivery
 from callbacks.services import deliveries_sweep, event_emit
 from callbacks.signing import signature_verify
-from tests.callbacks.harness import FAST_ENV, Receiver, exclusive
+from tests.callbacks.harness import FAST_ENV, Receiver, running_alone
 from tests.workers import Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -21,12 +21,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 @pytest.fixture(scope="module")
 def callbacks_worker(django_db_setup, django_db_blocker, redis_server, tmp_path_factory):
     worker = Worker(queues="callbacks", concurrency=2, env=FAST_ENV, log_dir=tmp_path_factory.mktemp("callbacks"))
-    try:
-        worker.start()
-        with exclusive(worker):
-            yield worker
-    finally:
-        worker.stop()
+    with running_alone(worker):
+        yield worker
 
 
 def emit(requester, url, key):

@@ -8,7 +8,7 @@ import pytest
 
 from access.models import Requester
 from crawls.models import CrawlJob
-from tests.callbacks.harness import exclusive
+from tests.callbacks.harness import running_alone
 from tests.clients import client_for
 from tests.e2e.test_throttle_e2e import StampedSite
 from tests.throttling.test_buckets import flush_throttle_keys
@@ -25,12 +25,8 @@ LATE = 10
 @pytest.fixture
 def worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
     worker = Worker(queues="crawls,control", concurrency=2, log_dir=tmp_path)
-    try:
-        worker.start()
-        with exclusive(worker):
-            yield worker
-    finally:
-        worker.stop()
+    with running_alone(worker):
+        yield worker
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from crawls.models import CrawlJob
 from items.models import Item
 from project.redis_server import redis_start_if_absent
-from tests.callbacks.harness import FAST_ENV, Beat, Receiver, exclusive
+from tests.callbacks.harness import FAST_ENV, Beat, Receiver, exclusive, running_alone
 from tests.workers import Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -299,12 +299,8 @@ def wait_batch(batch_id, predicate, *, cluster: Cluster, timeout: float, why: st
 @pytest.fixture
 def callbacks_worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
     worker = Worker(queues="callbacks", concurrency=1, env=FAST_ENV, log_dir=tmp_path)
-    try:
-        worker.start()
-        with exclusive(worker):
-            yield worker
-    finally:
-        worker.stop()
+    with running_alone(worker):
+        yield worker
 
 
 def receiver_on(port: int) -> Receiver:

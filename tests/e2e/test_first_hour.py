@@ -23,7 +23,7 @@ import pytest
 from crawls.models import CrawlJob
 from items.models import ItemSighting
 from registry.models import Scraper, ScraperVersion
-from tests.callbacks.harness import exclusive
+from tests.callbacks.harness import running_alone
 from tests.conftest import wait_for_job
 from tests.e2e.test_throttle_e2e import StampedSite, wait_for_hits
 from tests.throttling.test_buckets import flush_throttle_keys
@@ -41,12 +41,8 @@ def slow_beat_worker(django_db_setup, django_db_blocker, redis_server, tmp_path_
     worker = Worker(
         queues="crawls", env={"TRAWL_HEARTBEAT_SECONDS": "30"}, log_dir=tmp_path_factory.mktemp("first-hour")
     )
-    try:
-        worker.start()
-        with exclusive(worker):
-            yield worker
-    finally:
-        worker.stop()
+    with running_alone(worker):
+        yield worker
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from ops.models import JobLog
 from project.redis import get_redis, redis_key
 from registry.models import Scraper, ScraperVersion
 from sources.models import Source
-from tests.callbacks.harness import Receiver, exclusive, kill_hard
+from tests.callbacks.harness import Receiver, exclusive, kill_hard, running_alone
 from tests.clients import client_for
 from tests.conftest import wait_for_job
 from tests.ops.site import TroubleSite
@@ -36,12 +36,8 @@ def ops_worker(django_db_setup, django_db_blocker, redis_server, tmp_path_factor
         log_dir=tmp_path_factory.mktemp("ops-workers"),
         env={"TRAWL_STALL_SECONDS": str(STALL_SECONDS), "TRAWL_WORKER_MAX_TASKS_PER_CHILD": "1"},
     )
-    try:
-        worker.start()
-        with exclusive(worker):
-            yield worker
-    finally:
-        worker.stop()
+    with running_alone(worker):
+        yield worker
 
 
 @pytest.fixture

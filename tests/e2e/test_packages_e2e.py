@@ -13,7 +13,7 @@ import pytest
 from crawls.models import CrawlJob
 from items.models import Item
 from registry.models import Package, ScraperVersion
-from tests.callbacks.harness import exclusive
+from tests.callbacks.harness import running_alone
 from tests.clients import client_for
 from tests.conftest import wait_for_job
 from tests.packages import dep_wheels, shop_wheel
@@ -56,13 +56,9 @@ def package_worker(package_dirs, redis_server, tmp_path):
             "TRAWL_PACKAGE_CHILD_IDLE_SECONDS": "15",
         },
     )
-    try:
-        worker.start()
-        # The session's crawl worker (started by earlier tests) has no package directories: it must not take these jobs.
-        with exclusive(worker):
-            yield worker
-    finally:
-        worker.stop()
+    # The session's crawl worker (started by earlier tests) has no package directories: it must not take these jobs.
+    with running_alone(worker):
+        yield worker
 
 
 def ok(response, status=200):

@@ -21,7 +21,7 @@ import pytest
 from callbacks.signing import signature_header
 from demo.generate import generate_site
 from demo.serve import DemoServer
-from tests.callbacks.harness import exclusive
+from tests.callbacks.harness import running_alone
 from tests.conftest import wait_for_job
 from tests.workers import BASE_DIR, Worker
 from tests.workers import test_database_url as database_url
@@ -79,12 +79,8 @@ def myproject(tmp_path) -> Path:
 def readme_worker(myproject, django_db_setup, django_db_blocker, redis_server, tmp_path):
     """A crawl worker that can import `myproject` (the README: "the module must be importable by the workers")."""
     worker = Worker(env={"PYTHONPATH": f"{BASE_DIR}{os.pathsep}{myproject}"}, log_dir=tmp_path)
-    try:
-        worker.start()
-        with exclusive(worker):
-            yield worker
-    finally:
-        worker.stop()
+    with running_alone(worker):
+        yield worker
 
 
 def shell(command: str, *, env: dict[str, str], replacements: dict[str, str]) -> subprocess.CompletedProcess:

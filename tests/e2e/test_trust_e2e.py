@@ -143,7 +143,7 @@ class ToPrivate:
 
 @pytest.fixture
 def production_worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
-    from tests.callbacks.harness import exclusive
+    from tests.callbacks.harness import running_alone
     from tests.workers import Worker
 
     env = {
@@ -152,12 +152,8 @@ def production_worker(django_db_setup, django_db_blocker, redis_server, tmp_path
         "TRAWL_PRIVATE_TARGETS_ALLOWED": "127.0.0.2/32",
     }
     worker = Worker(queues="crawls", concurrency=1, env=env, log_dir=tmp_path)
-    try:
-        worker.start()
-        with exclusive(worker):
-            yield worker
-    finally:
-        worker.stop()
+    with running_alone(worker):
+        yield worker
 
 
 def wait_final(job_id: str, worker, timeout: float = 90) -> CrawlJob:

@@ -90,7 +90,7 @@ class Worker:
         return self
 
     def _wait_ready(self, timeout: float) -> None:
-        hostname = self.name.replace("%h", os.uname().nodename)
+        hostname = self.hostname
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

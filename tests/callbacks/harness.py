@@ -102,10 +102,6 @@ class Receiver:
         self.server.server_close()
 
 
-def hostname(worker: Worker) -> str:
-    return worker.name.replace("%h", os.uname().nodename)
-
-
 @contextlib.contextmanager
 def running_alone(worker: Worker) -> Iterator[Worker]:
     """Start `worker` as the only consumer of its queues (see `exclusive`); stopped at the end, even on failure."""
@@ -122,7 +118,7 @@ def exclusive(*workers: Worker, queues: Iterable[str] = QUEUES) -> Iterator[None
     """Other workers on this broker (say the session's crawl worker) stop consuming `queues` meanwhile, so tasks go
     only to `workers`, which run with the settings these tests need. The others are the workers this process started
     (a ping under load can miss one, and a missed worker silently takes jobs with the wrong settings)."""
-    mine = {hostname(worker) for worker in workers}
+    mine = {worker.hostname for worker in workers}
     started = set(workers_running(broker_url=settings.REDIS_URL)) - mine
     pinged = {name for reply in app.control.ping(timeout=1.0) or [] for name in reply} - mine - started
     with pause(sorted(started), queues=queues), pause(sorted(pinged), queues=queues, answers_needed=False):

@@ -14,7 +14,7 @@ from crawls.publish import publish_batch_chord
 from crawls.services import batches
 from crawls.tasks import finalize_batch, sweep_batches
 from registry.models import Scraper, ScraperVersion
-from tests.callbacks.harness import FAST_ENV, Beat, Receiver, exclusive, hostname, kill_hard, pause, sweepers_every
+from tests.callbacks.harness import FAST_ENV, Beat, Receiver, exclusive, kill_hard, pause, sweepers_every
 from tests.workers import Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -191,7 +191,7 @@ def test_worker_killed_hard_mid_batch_still_ends_in_one_batch_completed_via_the_
     beat = Beat(log_dir=tmp_path)
     try:
         # The cluster's crawl worker steps aside so the slow job (highest priority, published first) lands on victim.
-        with pause([hostname(cluster.crawlers)], queues=["crawls"]):
+        with pause([cluster.crawlers.hostname], queues=["crawls"]):
             victim.start()
             batch = submit(
                 api,

@@ -113,7 +113,8 @@ def job_waiter(crawl_worker):
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n--- worker log ---\n{crawl_worker.log_tail()}") from None
 
-    return wait
+    yield wait
+    crawl_worker.wait_idle()
 
 
 class SentTasks(list):

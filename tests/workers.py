@@ -101,6 +101,16 @@ class Worker:
         self.stop()
         raise RuntimeError(f"worker not ready within {timeout}s:\n{self.log_tail()}")
 
+    def wait_idle(self, timeout: float = 30) -> None:
+        """Until the worker runs no task: a job's row reads final a moment before its worker has stored the job's log
+        and run its follow-ups, and a test's database flush racing those writes can deadlock on PostgreSQL."""
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            replies = app.control.inspect(destination=[self.hostname], timeout=1.0).active() or {}
+            if replies.get(self.hostname) == []:
+                return
+            time.sleep(0.2)
+
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 

@@ -72,6 +72,9 @@ class FrontierScheduler(BaseScheduler):
         self.stats = crawler.stats
         self.spider: Spider | None = None
         self.held: dict[Request, bytes] = {}  # requests taken from Redis, until the engine is done with them
+        # At most this many held at once: the pages a SIGKILL makes the next attempt fetch again. Scrapy's own
+        # bound on downloads does not count responses still in the spider's callbacks.
+        self.max_held = max(1, crawler.settings.getint("CONCURRENT_REQUESTS"))
         self.taken: deque[bytes] = deque()  # taken from Redis (so in flight) but not handed to the engine yet
         # Requests accepted but not yet in Redis: sent together at the end of this reactor turn (one round trip
         # for all the links of a page), and always before the request that yielded them is acknowledged.
@@ -173,8 +176,11 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/dequeued")
             return self.local.popleft()
         self._send_outbox()  # what this shard just found competes with the rest by priority
+        free = self.max_held - len(self.held)
+        if free <= 0:
+            return None  # the engine asks again when a held request is done (Frontier keeps the rest queued)
         if not self.taken:
-            self.taken.extend(self.frontier.pop(POP_BATCH))
+            self.taken.extend(self.frontier.pop(min(POP_BATCH, free)))
         if not self.taken:
             self.maybe_pending = False
             return None

@@ -4,7 +4,9 @@ Started by a worker process (crawls.scraping.packaged) with the package's enviro
 spider and the dependency versions it declared are the package's, while Trawl's Scrapy components (throttle,
 proxies, User-Agent rotation, Retry-After) and crawl settings are the same as in-process crawls get. It serves one
 crawl at a time for as long as its parent keeps sending them, and exits after TRAWL_PACKAGE_CHILD_IDLE_SECONDS
-without one, or when its parent goes away (stdin closes).
+without one, or when its parent goes away (stdin closes). It ignores SIGTERM and SIGINT: a signal to the worker's
+process group is the worker's to handle (a warm shutdown hands the crawl back through the job's frontier, which the
+child's scheduler shares), and the parent stops or kills the child itself.
 
 Commands arrive on stdin, one JSON object per line: `crawl {job, spider, settings, kwargs}`, `stop {job}`,
 `check {spider}`, `exit`. Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per
@@ -19,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 from typing import Any
@@ -187,6 +190,8 @@ def prune_own_environment() -> None:
 
 
 def main() -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     out = os.fdopen(int(os.environ["TRAWL_CHILD_FD"]), "w", buffering=1)
     os.dup2(2, 1)  # the spider's prints must never reach the message channel
     sys.stdout = sys.stderr

@@ -220,8 +220,9 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
         CrawlJob.objects.filter(pk=job.pk).update(version=version)
     job.version = version
     scrapy_settings = scrapy_settings_for(job=job, version=version)
-    # In-process crawls keep their scheduler state in the job's frontier; a packaged one runs as a single shard.
-    frontier = Shard(job, index=shard) if spider_cls and settings.TRAWL_FRONTIER_ENABLED else None
+    # Every crawl keeps its scheduler state in the job's frontier, a packaged one too: its child process runs Trawl's
+    # scheduler against the same Redis keys (crawls.scraping.child).
+    frontier = Shard(job, index=shard) if settings.TRAWL_FRONTIER_ENABLED else None
     if frontier is not None:
         scrapy_settings.update(frontier.scrapy_settings())
         frontier.publish_others()

@@ -16,6 +16,7 @@ from registry.models import Package, ScraperVersion
 from tests.callbacks.harness import running_alone
 from tests.clients import client_for
 from tests.conftest import wait_for_job
+from tests.e2e.test_frontier import TreeSite
 from tests.packages import dep_wheels, shop_wheel
 from tests.sites import LocalSite, write_catalogue
 from tests.workers import Worker
@@ -43,10 +44,10 @@ def shop_site(tmp_path):
         yield local_site
 
 
-@pytest.fixture
-def package_worker(package_dirs, redis_server, tmp_path):
-    worker = Worker(
+def worker_for_packages(package_dirs, tmp_path, *, concurrency: int = 1) -> Worker:
+    return Worker(
         log_dir=tmp_path,
+        concurrency=concurrency,
         env={
             "TRAWL_PACKAGE_DIR": str(package_dirs["store"]),
             "TRAWL_PACKAGE_CACHE_DIR": str(package_dirs["envs"]),
@@ -56,8 +57,12 @@ def package_worker(package_dirs, redis_server, tmp_path):
             "TRAWL_PACKAGE_CHILD_IDLE_SECONDS": "15",
         },
     )
+
+
+@pytest.fixture
+def package_worker(package_dirs, redis_server, tmp_path):
     # The session's crawl worker (started by earlier tests) has no package directories: it must not take these jobs.
-    with running_alone(worker):
+    with running_alone(worker_for_packages(package_dirs, tmp_path)) as worker:
         yield worker
 
 
@@ -241,3 +246,30 @@ def test_a_failing_packaged_canary_is_rolled_back_and_compared(package_worker, p
         {"spider_error": 2},
     )
     assert (rows["1.0.0"]["jobs"], rows["1.0.0"]["success_rate"], rows["1.0.0"]["items_per_job"]) == (2, 1.0, 1.0)
+
+
+def test_a_packaged_crawl_runs_from_the_job_s_frontier_in_parallel_shards(package_dirs, redis_server, tmp_path, api):
+    """The child process's crawl uses the job's frontier in Redis: two shards, two children, every page once."""
+    ops = client_for("ops", admin=True)
+    ok(ops.post("/api/scrapers/", {"name": "pshop"}, format="json"), 201)
+    wheel = shop_wheel(package_dirs["src"], version="1.0.0", output="v1")
+    ok(upload(ops, wheel, "1.0.0", spider="trawlshop.spiders.FollowSpider", is_default="true"), 201)
+    site = TreeSite(pages=255, delay=0.2)  # slow enough that the second shard joins while there is work left
+    try:
+        with running_alone(worker_for_packages(package_dirs, tmp_path, concurrency=2)) as worker:
+            assert built(ops, "1.0.0", worker)["package_status"] == "ready"
+            body = {"url": f"{site.url}/p/0", "scraper": "pshop", "parallelism": 2}
+            job_id = ok(api.post("/api/jobs/", body, format="json"), 201)["id"]
+            job = wait_for_job(job_id, timeout=120)
+            assert job.status == "succeeded", f"{job.error_class}: {job.error_message}\n{worker.log_tail()}"
+    finally:
+        site.server.shutdown()
+
+    hits = site.page_hits()
+    assert set(hits) == site.all_paths()
+    assert [path for path, count in hits.items() if count > 1] == []  # the two children shared one seen-set
+    assert Item.objects.filter(url__startswith=f"{site.url}/p/").count() == site.pages
+    assert job.stats["items"] == site.pages
+    assert job.stats["shards"] == 2
+    assert all(pages > 0 for pages in job.stats["pages_by_shard"].values()), job.stats["pages_by_shard"]
+    assert len(job.stats["pages_by_shard"]) == 2

@@ -212,8 +212,12 @@ def test_a_killed_crawl_resumes_from_its_frontier_and_fetches_only_in_flight_pag
 def test_a_crawl_whose_worker_gets_sigterm_continues_on_another_worker_at_once(
     api, builtins, fast_throttle, tree_site, slow_reaper_cluster, whole_group
 ):
-    cluster = slow_reaper_cluster
-    job_id = crawl(api, tree_site)
+    crawl_handed_over(api, tree_site, slow_reaper_cluster, whole_group=whole_group)
+
+
+def crawl_handed_over(api, tree_site: TreeSite, cluster: Cluster, *, whole_group: bool, **extra) -> CrawlJob:
+    """Start a crawl, SIGTERM its worker a few pages in, check that another worker finished it at once."""
+    job_id = crawl(api, tree_site, **extra)
     running = wait_job(job_id, lambda j: j.status == "running", timeout=60, cluster=cluster, why="never started")
     wait_pages(tree_site, 15, timeout=60, cluster=cluster)
     stopping = cluster.crawler_of(running)
@@ -235,6 +239,7 @@ def test_a_crawl_whose_worker_gets_sigterm_continues_on_another_worker_at_once(
     assert set(hits) == tree_site.all_paths()
     assert sum(hits.values()) - tree_site.pages <= CONCURRENT_REQUESTS  # only those in flight at the SIGTERM again
     assert stopping.process.wait(30) is not None  # the warm shutdown ended: the crawl did not hold the worker
+    return job
 
 
 def test_parallelism_2_over_two_processes_fetches_every_page_once(api, builtins, fast_throttle, tree_site, cluster):

@@ -16,10 +16,11 @@ from registry.models import Package, ScraperVersion
 from tests.callbacks.harness import running_alone
 from tests.clients import client_for
 from tests.conftest import wait_for_job
-from tests.e2e.test_frontier import TreeSite
+from tests.e2e.test_frontier import SLOW_REAPER, TreeSite, _cluster, crawl_handed_over
 from tests.packages import dep_wheels, shop_wheel
 from tests.sites import LocalSite, write_catalogue
 from tests.workers import Worker
+from throttling.services import throttle_create
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 SPIDER = "trawlshop.spiders.ShopSpider"
@@ -44,19 +45,19 @@ def shop_site(tmp_path):
         yield local_site
 
 
+def package_env(package_dirs) -> dict[str, str]:
+    return {
+        "TRAWL_PACKAGE_DIR": str(package_dirs["store"]),
+        "TRAWL_PACKAGE_CACHE_DIR": str(package_dirs["envs"]),
+        "TRAWL_PACKAGE_FIND_LINKS": str(package_dirs["wheelhouse"]),
+        "TRAWL_PACKAGE_NO_INDEX": "1",
+        # A deprecated version's environment goes once its warm child has idled out (default 120 s).
+        "TRAWL_PACKAGE_CHILD_IDLE_SECONDS": "15",
+    }
+
+
 def worker_for_packages(package_dirs, tmp_path, *, concurrency: int = 1) -> Worker:
-    return Worker(
-        log_dir=tmp_path,
-        concurrency=concurrency,
-        env={
-            "TRAWL_PACKAGE_DIR": str(package_dirs["store"]),
-            "TRAWL_PACKAGE_CACHE_DIR": str(package_dirs["envs"]),
-            "TRAWL_PACKAGE_FIND_LINKS": str(package_dirs["wheelhouse"]),
-            "TRAWL_PACKAGE_NO_INDEX": "1",
-            # A deprecated version's environment goes once its warm child has idled out (default 120 s).
-            "TRAWL_PACKAGE_CHILD_IDLE_SECONDS": "15",
-        },
-    )
+    return Worker(log_dir=tmp_path, concurrency=concurrency, env=package_env(package_dirs))
 
 
 @pytest.fixture
@@ -273,3 +274,27 @@ def test_a_packaged_crawl_runs_from_the_job_s_frontier_in_parallel_shards(packag
     assert job.stats["shards"] == 2
     assert all(pages > 0 for pages in job.stats["pages_by_shard"].values()), job.stats["pages_by_shard"]
     assert len(job.stats["pages_by_shard"]) == 2
+
+
+@pytest.fixture
+def package_cluster(package_dirs, django_db_setup, django_db_blocker, redis_server, tmp_path):
+    yield from _cluster(tmp_path, {**SLOW_REAPER, **package_env(package_dirs)})
+
+
+def test_a_packaged_crawl_whose_worker_gets_sigterm_continues_on_another_worker(
+    package_dirs, package_cluster, throttle_keys_clean, api
+):
+    """SIGTERM to the crawling worker's whole process group, its package child included: the child keeps crawling
+    until its worker hands the crawl back, and another worker's child continues it from the frontier."""
+    ops = client_for("ops", admin=True)
+    ok(ops.post("/api/scrapers/", {"name": "pshop"}, format="json"), 201)
+    wheel = shop_wheel(package_dirs["src"], version="1.0.0", output="v1")
+    ok(upload(ops, wheel, "1.0.0", spider="trawlshop.spiders.FollowSpider", is_default="true"), 201)
+    assert built(ops, "1.0.0", package_cluster.ops)["package_status"] == "ready"
+    throttle_create(domain="127.0.0.1", rate=50, burst=50, ip_rate=50, ip_burst=50)
+    site = TreeSite(pages=63, delay=0.25)
+    try:
+        crawl_handed_over(api, site, package_cluster, whole_group=True, scraper="pshop")
+    finally:
+        site.server.shutdown()
+    assert {item.data["output"] for item in Item.objects.filter(url__startswith=f"{site.url}/p/")} == {"v1"}

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import redis
+import redis.asyncio
 from django.conf import settings
 
 from project.redis import redis_key
@@ -93,28 +95,54 @@ return moved
 """
 )
 
-# KEYS: queue, inflight, members. ARGV: ttl ms, count, me. Pops up to `count` of the most urgent requests into this
-# shard's in-flight hash (`members` names every shard that ever held one, so the job's end finds all their keys).
-_POP = """
-local popped = redis.call('ZPOPMIN', KEYS[1], ARGV[2])
-if #popped == 0 then return {} end
-local members = {}
-for i = 1, #popped, 2 do
-  redis.call('HSET', KEYS[2], popped[i], popped[i + 1])
-  members[#members + 1] = popped[i]
+# KEYS: seen, queue, seq, wal, inflight, members, shards. ARGV: ttl ms, me, k, n, then n requests as (fingerprint
+# ('' = do not filter), score, payload), then m, m items, then the members of the requests done. In this order: queue
+# each request unless its fingerprint was seen, write the items ahead, take the done requests out of flight, and take
+# up to k of the most urgent queued requests into flight (`members` names every shard that ever held one, so the job's
+# end finds all their keys) — unless this shard no longer holds a lease: a shard that was reclaimed (a late commit of
+# a warm shutdown, say) must not take requests nobody would reclaim again. Returns {1 (queued) or 0 (seen) for each
+# request, the requests taken, the queue's length}.
+_COMMIT = """
+local ttl, me, k, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local queued, at = {}, 5
+for r = 1, n do
+  local fingerprint = ARGV[at]
+  if fingerprint ~= '' and redis.call('SADD', KEYS[1], fingerprint) == 0 then
+    queued[r] = 0
+  else
+    local seq = redis.call('INCR', KEYS[3])
+    redis.call('ZADD', KEYS[2], ARGV[at + 1], struct.pack('>I8', seq) .. ARGV[at + 2])
+    queued[r] = 1
+  end
+  at = at + 3
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
-redis.call('SADD', KEYS[3], ARGV[3])
-return members
-"""
-
-# KEYS: seen, queue, seq. ARGV: fingerprint ('' = do not filter), score, payload, ttl ms. 1 if queued, 0 if seen.
-_PUSH = """
-if ARGV[1] ~= '' and redis.call('SADD', KEYS[1], ARGV[1]) == 0 then return 0 end
-local seq = redis.call('INCR', KEYS[3])
-redis.call('ZADD', KEYS[2], ARGV[2], struct.pack('>I8', seq) .. ARGV[3])
-for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
-return 1
+if n > 0 then
+  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+local m = tonumber(ARGV[at])
+at = at + 1
+for i = at, at + m - 1, 1000 do
+  redis.call('RPUSH', KEYS[4], unpack(ARGV, i, math.min(i + 999, at + m - 1)))
+end
+if m > 0 then redis.call('PEXPIRE', KEYS[4], ttl) end
+at = at + m
+for i = at, #ARGV, 1000 do
+  redis.call('HDEL', KEYS[5], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+local taken = {}
+if k > 0 and redis.call('ZSCORE', KEYS[7], me) then
+  local popped = redis.call('ZPOPMIN', KEYS[2], k)
+  for i = 1, #popped, 2 do
+    redis.call('HSET', KEYS[5], popped[i], popped[i + 1])
+    taken[#taken + 1] = popped[i]
+  end
+  if #taken > 0 then
+    redis.call('PEXPIRE', KEYS[5], ttl)
+    redis.call('SADD', KEYS[6], me)
+    redis.call('PEXPIRE', KEYS[6], ttl)
+  end
+end
+return {queued, taken, redis.call('ZCARD', KEYS[2])}
 """
 
 # ARGV: base, attempt, me. "work" (the queue has requests), "wait" (a shard holds requests, or items not stored
@@ -181,13 +209,17 @@ def binary_redis() -> redis.Redis:
     )
 
 
+def async_binary_redis() -> redis.asyncio.Redis:
+    """binary_redis for an event loop (a crawl's reactor): the caller owns it and closes it on that loop."""
+    return redis.asyncio.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5)
+
+
 @functools.cache
 def _scripts() -> dict[str, Any]:
     client = binary_redis()
     sources = {
         "renew": _RENEW,
-        "pop": _POP,
-        "push": _PUSH,
+        "commit": _COMMIT,
         "finish": _FINISH,
         "release": _RELEASE,
         "stored": _STORED,
@@ -198,6 +230,18 @@ def _scripts() -> dict[str, Any]:
 
 def compact_fingerprint(fingerprint: bytes) -> bytes:
     return fingerprint[:FINGERPRINT_BYTES]
+
+
+@dataclass(frozen=True)
+class Committed:
+    queued: list[bool]  # for each request sent: queued (True) or seen before (False)
+    taken: list[bytes]  # requests taken into flight
+    pending: int  # requests left in the queue
+
+    @classmethod
+    def of(cls, reply: list[Any]) -> Committed:
+        queued, taken, pending = reply
+        return cls([bool(flag) for flag in queued], list(taken), int(pending))
 
 
 class Frontier:
@@ -226,25 +270,45 @@ class Frontier:
         requests: list[tuple[bytes, int, bytes | None]] = (),
         items: list[bytes] = (),
         done: list[bytes] = (),
-    ) -> list[bool]:
-        """In one round trip and in this order: queue `requests` (payload, priority, fingerprint) unless seen, write
-        `items` ahead to this shard's log, and take the `done` requests out of flight. So a request leaves flight only
-        once what it yielded is in Redis. Returns whether each request was queued."""
-        pipe = self.redis.pipeline(transaction=False)
-        keys = [self.key("seen"), self.key("queue"), self.key("seq")]
+        take: int = 0,
+    ) -> Committed:
+        """In one script call and in this order: queue `requests` (payload, priority, fingerprint) unless seen, write
+        `items` ahead to this shard's log, take the `done` requests out of flight, and take up to `take` of the most
+        urgent queued requests into flight. So a request leaves flight only once what it yielded is in Redis."""
+        keys, args = self._commit_call(requests=requests, items=items, done=done, take=take)
+        return Committed.of(_scripts()["commit"](keys=keys, args=args))
+
+    async def commit_async(
+        self,
+        client: redis.asyncio.Redis,
+        *,
+        requests: list[tuple[bytes, int, bytes | None]] = (),
+        items: list[bytes] = (),
+        done: list[bytes] = (),
+        take: int = 0,
+    ) -> Committed:
+        """commit() awaited on an event loop (`client` from async_binary_redis), so a crawl never waits for Redis."""
+        keys, args = self._commit_call(requests=requests, items=items, done=done, take=take)
+        script = _scripts()["commit"]
+        try:
+            reply = await client.evalsha(script.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:  # Redis restarted or SCRIPT FLUSH: load it once more
+            await client.script_load(script.script)
+            reply = await client.evalsha(script.sha, len(keys), *keys, *args)
+        return Committed.of(reply)
+
+    def _commit_call(
+        self, *, requests: list[tuple[bytes, int, bytes | None]], items: list[bytes], done: list[bytes], take: int
+    ) -> tuple[list[str], list[Any]]:
+        keys = [self.key("seen"), self.key("queue"), self.key("seq"), self.mine("wal"), self.inflight]
+        args: list[Any] = [self.ttl_ms, self.member, take, len(requests)]
         for payload, priority, fingerprint in requests:
-            _scripts()["push"](keys=keys, args=[fingerprint or b"", -int(priority), payload, self.ttl_ms], client=pipe)
-        if items:
-            pipe.rpush(self.mine("wal"), *items)
-            pipe.pexpire(self.mine("wal"), self.ttl_ms)
-        if done:
-            pipe.hdel(self.inflight, *done)
-        results = pipe.execute()
-        return [bool(queued) for queued in results[: len(requests)]]
+            args += (fingerprint or b"", -int(priority), payload)
+        return [*keys, self.key("members"), self.key("shards")], [*args, len(items), *items, *done]
 
     def push(self, payload: bytes, *, priority: int = 0, fingerprint: bytes | None = None) -> bool:
         """Queue a request unless its fingerprint was seen (no fingerprint: always queue). True if queued."""
-        return self.commit(requests=[(payload, priority, fingerprint)])[0]
+        return self.commit(requests=[(payload, priority, fingerprint)]).queued[0]
 
     def seen(self, fingerprint: bytes) -> bool:
         """Add to the seen-set; True if it was already there."""
@@ -252,8 +316,7 @@ class Frontier:
 
     def pop(self, count: int = 1) -> list[bytes]:
         """Up to `count` of the most urgent queued requests, now in this shard's in-flight set."""
-        keys = [self.key("queue"), self.inflight, self.key("members")]
-        return list(_scripts()["pop"](keys=keys, args=[self.ttl_ms, count, self.member]))
+        return self.commit(take=count).taken
 
     @staticmethod
     def payload(member: bytes) -> bytes:

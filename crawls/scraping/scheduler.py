@@ -2,10 +2,11 @@
 
 `FrontierScheduler` (the SCHEDULER setting) queues requests in Redis and takes them out into its shard's in-flight
 set; a request leaves that set only when the engine is done with it (downloaded, its callback's requests queued, its
-items processed), in the same round trip that writes its requests and items ahead to Redis. Items are stored in the
-database a moment later by the task (crawls.services.execution); a shard that dies before that leaves them written
-ahead, and a live shard stores them (crawls.frontier). When the engine runs out of work the
-scheduler asks the frontier whether the job is done: it keeps the spider open while any shard still holds requests
+items processed), in the same script call that writes its requests and items ahead to Redis. That call is awaited
+on the reactor's event loop: the crawl goes on meanwhile, and the request counts as held until it landed. Items are
+stored in the database a moment later by the task (crawls.services.execution); a shard that dies before that leaves
+them written ahead, and a live shard stores them (crawls.frontier). When the engine runs out of work the scheduler
+asks the frontier whether the job is done: it keeps the spider open while any shard still holds requests
 that may yield more, and lets it close once the queue is empty and nothing is in flight anywhere.
 
 Start requests are always checked against the seen-set, even with `dont_filter`: a resumed attempt or a second shard
@@ -14,12 +15,14 @@ runs the spider's start() again, and must not fetch the start URL a second time.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import pickle
 from collections import deque
 from typing import Any
 
+import redis
 from itemadapter import ItemAdapter
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
@@ -27,12 +30,12 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.request import request_from_dict
 
-from crawls.frontier import Frontier, compact_fingerprint
+from crawls.frontier import Frontier, async_binary_redis, compact_fingerprint
 
 logger = logging.getLogger("trawl.frontier")
 
 IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
-POP_BATCH = 8  # requests taken from Redis per round trip (in flight from then on, so a dead shard loses none)
+COMMIT_RETRIES = (0.2, 0.5, 1.0, 2.0)  # seconds between tries of a commit while Redis is away, then the crawl stops
 
 
 def frontier_for(settings: Any) -> Frontier:
@@ -75,7 +78,12 @@ class FrontierScheduler(BaseScheduler):
         # At most this many held at once: the pages a SIGKILL makes the next attempt fetch again. Scrapy's own
         # bound on downloads does not count responses still in the spider's callbacks.
         self.max_held = max(1, crawler.settings.getint("CONCURRENT_REQUESTS"))
+        self.acking = 0  # requests done whose commit has not landed yet (still in flight in Redis, so still held)
         self.taken: deque[bytes] = deque()  # taken from Redis (so in flight) but not handed to the engine yet
+        self.reserved = 0  # requests commits under way may take
+        self.commits: set[asyncio.Task] = set()  # commits under way
+        self.client: Any = None  # redis.asyncio client of the reactor's loop, for commits
+        self.closing = False
         # Requests accepted but not yet in Redis: sent together at the end of this reactor turn (one round trip
         # for all the links of a page), and always before the request that yielded them is acknowledged.
         self.outbox: list[tuple[bytes, int, bytes | None]] = []
@@ -113,15 +121,26 @@ class FrontierScheduler(BaseScheduler):
         self.crawler.signals.connect(self._on_item, signal=signals.item_scraped, weak=False)
         _on_request_finished(self.crawler, self._finished)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str) -> Any:
+        """Send what is left and wait until every commit landed (the engine waits for the Deferred returned)."""
+        from scrapy.utils.defer import deferred_from_coro
+
+        self.closing = True  # take nothing more into flight
         self._send_outbox()
         if self.renewal is not None and self.renewal.running:
             self.renewal.stop()
         if self.poke is not None and self.poke.active():
             self.poke.cancel()
+        return deferred_from_coro(self._closed())
+
+    async def _closed(self) -> None:
+        while self.commits:
+            await asyncio.gather(*self.commits, return_exceptions=True)
+        if self.client is not None:
+            await self.client.aclose()
 
     def has_pending_requests(self) -> bool:
-        return bool(self.local or self.taken or self.outbox) or self.maybe_pending
+        return bool(self.local or self.taken or self.outbox or self.commits) or self.maybe_pending
 
     def enqueue_request(self, request: Request) -> bool:
         filtered = not request.dont_filter or bool(request.meta.get("is_start_request"))
@@ -157,14 +176,57 @@ class FrontierScheduler(BaseScheduler):
             self.flush_call = reactor.callLater(0, self._send_outbox)
 
     def _send_outbox(self, done: list[bytes] | None = None) -> None:
-        """Queue the requests found, write the items scraped ahead, and take `done` requests out of flight."""
-        if not (self.outbox or self.items or done):
+        """One commit: queue the requests found, write the items scraped ahead, take `done` requests out of flight,
+        and take queued requests into the free slots. It lands a round trip later; the engine is woken then."""
+        done = done or []
+        take = self._free_slots()
+        if not (self.outbox or self.items or done or (take and self.maybe_pending)):
             return
         sending, self.outbox = self.outbox, []
         items, self.items = self.items, []
-        queued = sum(self.frontier.commit(requests=sending, items=items, done=done or []))
-        if queued:
-            self.maybe_pending = True
+        self.acking += len(done)
+        self.reserved += take
+        task = asyncio.get_running_loop().create_task(self._commit(sending, items, done, take))
+        self.commits.add(task)
+        task.add_done_callback(self.commits.discard)
+
+    def _free_slots(self) -> int:
+        """Requests that may be taken into flight now: in Redis never more than CONCURRENT_REQUESTS for this shard."""
+        if self.closing or self.leave:
+            return 0
+        return max(0, self.max_held - len(self.held) - len(self.taken) - self.reserved - self.acking)
+
+    async def _commit(
+        self, sending: list[tuple[bytes, int, bytes | None]], items: list[bytes], done: list[bytes], take: int
+    ) -> None:
+        try:
+            if self.client is None:
+                self.client = async_binary_redis()
+            for pause in (*COMMIT_RETRIES, None):
+                try:
+                    committed = await self.frontier.commit_async(
+                        self.client, requests=sending, items=items, done=done, take=take
+                    )
+                    break
+                except redis.RedisError as exc:
+                    if pause is None:
+                        # The job is requeued as an infrastructure fault (crawls.services.execution) and resumes from
+                        # the frontier, where the request that found these is still in flight: nothing is lost.
+                        logger.error("frontier: Redis unreachable (%s); stopping the crawl", exc)
+                        self.stats.inc_value("trawl/infrastructure_errors")
+                        return
+                    await asyncio.sleep(pause)
+            self.taken.extend(committed.taken)
+            self.maybe_pending = committed.pending > 0
+        except Exception:  # a bug: the request stays in flight, so stop rather than wait for it forever
+            logger.exception("frontier: commit failed; stopping the crawl")
+            self.stats.inc_value("trawl/infrastructure_errors")
+            return
+        finally:
+            self.acking -= len(done)
+            self.reserved -= take
+            _wake_engine(self.crawler)  # requests taken, or a slot free
+        queued = sum(committed.queued)
         # Seen by another shard first: filtered there, not here.
         self.stats.inc_value("dupefilter/filtered", len(sending) - queued)
         self.stats.inc_value("scheduler/enqueued/redis", queued)
@@ -175,14 +237,8 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/dequeued/memory")
             self.stats.inc_value("scheduler/dequeued")
             return self.local.popleft()
-        self._send_outbox()  # what this shard just found competes with the rest by priority
-        free = self.max_held - len(self.held)
-        if free <= 0:
-            return None  # the engine asks again when a held request is done (Frontier keeps the rest queued)
         if not self.taken:
-            self.taken.extend(self.frontier.pop(min(POP_BATCH, free)))
-        if not self.taken:
-            self.maybe_pending = False
+            self._send_outbox()  # what this shard found goes to Redis, and the free slots are filled when it lands
             return None
         member = self.taken.popleft()
         request = request_from_dict(pickle.loads(Frontier.payload(member)), spider=self.spider)
@@ -214,7 +270,9 @@ class FrontierScheduler(BaseScheduler):
         """Close only when the job is done: queue empty and no shard holding a request (see Frontier.try_finish)."""
         if self.leave:
             return
-        self._send_outbox()
+        if self.outbox or self.items or self.commits:
+            self._send_outbox()
+            raise DontCloseSpider("frontier: committing")  # the commit wakes the engine when it has landed
         verdict = self.frontier.try_finish()
         self.maybe_pending = verdict == "work"
         if verdict in ("done", "last"):
@@ -246,13 +304,15 @@ def _on_request_finished(crawler: Any, callback: Any) -> None:
     slot.remove_request = remove_request
 
 
+def _wake_engine(crawler: Any) -> None:
+    """Ask the engine to look for requests now, not at its 5-second heartbeat."""
+    slot = getattr(crawler.engine, "_slot", None)
+    if slot is not None and slot.closing is None:
+        slot.nextcall.schedule()
+
+
 def _poke_engine_later(crawler: Any) -> Any:
-    """Ask the engine to look for requests again soon, not at its 5-second heartbeat: other shards queue work."""
+    """Wake the engine soon: other shards queue work."""
     from twisted.internet import reactor
 
-    def poke() -> None:
-        slot = getattr(crawler.engine, "_slot", None)
-        if slot is not None and slot.closing is None:
-            slot.nextcall.schedule()
-
-    return reactor.callLater(IDLE_POLL_SECONDS, poke)
+    return reactor.callLater(IDLE_POLL_SECONDS, _wake_engine, crawler)

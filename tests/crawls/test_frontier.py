@@ -100,6 +100,7 @@ def test_a_dead_shard_s_requests_return_when_its_lease_expires(frontier, setting
     settings.TRAWL_FRONTIER_LEASE_SECONDS = 30
     live = Frontier("test-job", attempt=1, shard=0)
     assert live.try_finish() == "work"  # the dead shard's request is queued again, for the live one
+    live.renew()  # only a shard holding a lease takes requests
     assert [Frontier.payload(member) for member in live.pop()] == [b"held"]
 
 
@@ -146,3 +147,17 @@ def test_stats_add_up_over_shards_and_attempts():
         "finish_reason": "finished",
         "invalid_sample": [1, 2],
     }
+
+
+def test_a_reclaimed_shard_takes_nothing_more_into_flight(frontier):
+    """A late commit of a shard whose work was reclaimed (a warm shutdown's last commit landing after the next attempt
+    started) must not take requests into an in-flight set that nobody reclaims any more."""
+    old = Frontier("test-job", attempt=1, shard=0)
+    old.renew()
+    old.push(b"one")
+    new = Frontier("test-job", attempt=2, shard=0)
+    new.renew()  # attempt 1 is dead from here on
+    late = old.commit(requests=[(b"found late", 0, None)], take=5)
+    assert late.taken == []
+    assert late.pending == 2
+    assert sorted(Frontier.payload(member) for member in new.pop(5)) == [b"found late", b"one"]

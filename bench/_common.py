@@ -77,9 +77,11 @@ def running(process: subprocess.Popen, timeout: float = 20) -> Iterator[subproce
 
 
 @contextlib.contextmanager
-def served(root: Path, hits: Path | None = None) -> Iterator[str]:
-    """Serve `root` from a separate process (bench/_serve.py); yield its base URL. `hits`: log every request path."""
-    command = [PYTHON, str(BENCH_DIR / "_serve.py"), str(root), *([str(hits)] if hits else [])]
+def served(root: Path, hits: Path | None = None, delay: float = 0) -> Iterator[str]:
+    """Serve `root` from a separate process (bench/_serve.py); yield its base URL. `hits`: log every request path;
+    `delay`: seconds every answer waits (a site with latency)."""
+    command = [PYTHON, str(BENCH_DIR / "_serve.py"), str(root), *(["--hits", str(hits)] if hits else [])]
+    command += ["--delay", str(delay)]
     with running(subprocess.Popen(command, stdout=subprocess.PIPE, start_new_session=True)) as process:
         port = int(process.stdout.readline() or 0)
         if not port:

@@ -1,14 +1,18 @@
 """Serve a directory from memory, fast enough not to be a benchmark's bottleneck.
 
-`python bench/_serve.py ROOT [HITS]` binds a free port on 127.0.0.1, prints it on one line, and serves until killed.
-Every file is read once at start; HTTP/1.1 keep-alive spares a TCP handshake per request. With HITS, the path of
-every request is appended to that file, one per line, as it arrives (to count pages fetched twice).
+`python bench/_serve.py ROOT [--hits FILE] [--delay SECONDS]` binds a free port on 127.0.0.1, prints it on one line,
+and serves until killed. Every file is read once at start; HTTP/1.1 keep-alive spares a TCP handshake per request.
+With --hits, the path of every request is appended to that file, one per line, as it arrives (to count pages fetched
+twice). With --delay, every answer waits that long first, as a real site's server does (a thread per connection, so
+requests in flight wait side by side).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -23,7 +27,7 @@ def load(root: Path) -> dict[str, tuple[bytes, str]]:
     }
 
 
-def handler_for(files: dict[str, tuple[bytes, str]], hits: str = "") -> type[BaseHTTPRequestHandler]:
+def handler_for(files: dict[str, tuple[bytes, str]], hits: str = "", delay: float = 0) -> type[BaseHTTPRequestHandler]:
     log = open(hits, "a", buffering=1) if hits else None  # noqa: SIM115 - open as long as the server runs
     lock = threading.Lock()
 
@@ -36,6 +40,8 @@ def handler_for(files: dict[str, tuple[bytes, str]], hits: str = "") -> type[Bas
                 with lock:
                     log.write(path + "\n")
             body, content_type = files.get(path, (b"not found", "text/plain"))
+            if delay:
+                time.sleep(delay)
             self.send_response(200 if path in files else 404)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
@@ -58,8 +64,12 @@ class Server(ThreadingHTTPServer):
 
 
 def main() -> None:
-    hits = sys.argv[2] if len(sys.argv) > 2 else ""
-    server = Server(("127.0.0.1", 0), handler_for(load(Path(sys.argv[1])), hits))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--hits", default="", help="append every request's path to this file")
+    parser.add_argument("--delay", type=float, default=0, help="seconds every answer waits")
+    args = parser.parse_args()
+    server = Server(("127.0.0.1", 0), handler_for(load(args.root), args.hits, args.delay))
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

@@ -7,9 +7,11 @@ CPU time is counted over the same spans (Scrapy's process; Trawl's worker pool c
 Prints pages/s per run, the means, Trawl/Scrapy (goal ≥ 0.90) and peak RSS; the last line is a JSON summary.
 
 Then, on a worker with two pool processes (bench/_durable.py): one job with `parallelism: 2` ÷ the Scrapy mean
-(goal ≥ 1.7), and a crawl SIGKILLed halfway: pages fetched twice ÷ CONCURRENT_REQUESTS (goal ≤ 1).
+(goal ≥ 1.7), and a crawl SIGKILLed halfway: pages fetched twice ÷ CONCURRENT_REQUESTS (goal ≤ 1). The site above
+answers at once, so one process is CPU-bound and a second shard only helps with a spare core; the parallel measure is
+repeated on a site whose every answer takes --latency seconds (as a real site's do), against plain Scrapy on that site.
 
-    .venv/bin/python bench/crawl.py [--pages 2000] [--rounds 2]
+    .venv/bin/python bench/crawl.py [--pages 2000] [--rounds 2] [--latency 0.1] [--latency-pages 2000]
 
 Trawl's throttle gets a rule for the site that never runs dry, so it costs its Redis round trip but never waits.
 Uses Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, started if absent) and a throwaway SQLite file.
@@ -266,7 +268,8 @@ def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.Exi
     verdict = "PASS" if kill.ratio <= REFETCH_GOAL else "ABOVE GOAL"
     limit = f"CONCURRENT_REQUESTS ({kill.concurrent_requests})"
     print(f"ratio fetched twice / {limit} {kill.ratio:.3f} (goal <= {REFETCH_GOAL:g}): {verdict}")
-    return {
+    latency = latency_bound(args, tmp)
+    return latency | {
         "parallel_pages_per_s": round(pages / seconds, 1),
         "parallel_ratio": round(parallel, 3),
         "parallel_goal": PARALLEL_GOAL,
@@ -279,11 +282,36 @@ def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.Exi
     }
 
 
+def latency_bound(args: argparse.Namespace, tmp: Path) -> dict:
+    """Plain Scrapy, then one `parallelism: 2` job, on a site whose every answer takes `--latency` seconds."""
+    start_path = write_link_site(tmp / "latency-site", pages=args.latency_pages)
+    with served(tmp / "latency-site", delay=args.latency) as base:
+        scrapy_run = run_scrapy(base + start_path, tmp, 0, args.timeout)
+        log = lambda: tail(tmp / "worker.log")  # noqa: E731
+        pages, seconds = run_parallel(base + start_path, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
+    ratio = pages / seconds / scrapy_run.rate
+    print(
+        f"\nsite answering after {args.latency:g} s: scrapy {scrapy_run.pages} pages in {scrapy_run.seconds:.2f} s"
+        f" = {scrapy_run.rate:.1f} pages/s; parallelism 2 {pages} pages in {seconds:.2f} s"
+        f" = {pages / seconds:.1f} pages/s"
+    )
+    verdict = "PASS" if ratio >= PARALLEL_GOAL else "BELOW GOAL"
+    print(f"ratio parallel trawl/scrapy with latency {ratio:.3f} (goal >= {PARALLEL_GOAL}): {verdict}")
+    return {
+        "latency_s": args.latency,
+        "latency_scrapy_pages_per_s": round(scrapy_run.rate, 1),
+        "latency_parallel_pages_per_s": round(pages / seconds, 1),
+        "latency_parallel_ratio": round(ratio, 3),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2, help="rounds of A then B")
     parser.add_argument("--timeout", type=float, default=300, help="seconds one crawl may take")
+    parser.add_argument("--latency", type=float, default=0.1, help="seconds each answer of the latency site takes")
+    parser.add_argument("--latency-pages", type=int, default=2000, help="pages of the latency site")
     parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
     args = parser.parse_args()
     exit_on_sigterm()

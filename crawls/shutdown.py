@@ -44,7 +44,8 @@ def crawling() -> Iterator[None]:
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    logger.warning("SIGTERM: handing the running crawl back to the queue")
+    # Only the flag: a handler runs between any two bytecodes of the main thread, perhaps inside a logging handler or
+    # a database call, so it must take no lock. The crawl's next tick logs and hands the work back.
     _requested.set()
 
 

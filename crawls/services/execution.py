@@ -86,6 +86,7 @@ class JobTracker:
     def _beat(self, session: CrawlSession) -> str:
         if self.shard is not None and shutdown_requested():
             if not self.handed_back:
+                logger.warning("job %s: SIGTERM, handing the running crawl back to the queue", self.job.pk)
                 self.handed_back = True
                 self.shard.requeue_now()
             return "shutdown"

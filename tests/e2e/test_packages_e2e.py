@@ -254,10 +254,11 @@ def test_a_packaged_crawl_runs_from_the_job_s_frontier_in_parallel_shards(packag
     ops = client_for("ops", admin=True)
     ok(ops.post("/api/scrapers/", {"name": "pshop"}, format="json"), 201)
     wheel = shop_wheel(package_dirs["src"], version="1.0.0", output="v1")
-    ok(upload(ops, wheel, "1.0.0", spider="trawlshop.spiders.FollowSpider", is_default="true"), 201)
     site = TreeSite(pages=255, delay=0.2)  # slow enough that the second shard joins while there is work left
     try:
+        # Started first: the build task must go to this worker, not to one without the package directories.
         with running_alone(worker_for_packages(package_dirs, tmp_path, concurrency=2)) as worker:
+            ok(upload(ops, wheel, "1.0.0", spider="trawlshop.spiders.FollowSpider", is_default="true"), 201)
             assert built(ops, "1.0.0", worker)["package_status"] == "ready"
             body = {"url": f"{site.url}/p/0", "scraper": "pshop", "parallelism": 2}
             job_id = ok(api.post("/api/jobs/", body, format="json"), 201)["id"]

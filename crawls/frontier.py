@@ -289,13 +289,8 @@ class Frontier:
     ) -> Committed:
         """commit() awaited on an event loop (`client` from async_binary_redis), so a crawl never waits for Redis."""
         keys, args = self._commit_call(requests=requests, items=items, done=done, take=take)
-        script = _scripts()["commit"]
-        try:
-            reply = await client.evalsha(script.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:  # Redis restarted or SCRIPT FLUSH: load it once more
-            await client.script_load(script.script)
-            reply = await client.evalsha(script.sha, len(keys), *keys, *args)
-        return Committed.of(reply)
+        # redis-py's script object: EVALSHA, loading the script once more if Redis lost it (a restart, SCRIPT FLUSH).
+        return Committed.of(await client.register_script(_COMMIT)(keys=keys, args=args))
 
     def _commit_call(
         self, *, requests: list[tuple[bytes, int, bytes | None]], items: list[bytes], done: list[bytes], take: int

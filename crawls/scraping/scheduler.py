@@ -19,10 +19,12 @@ import asyncio
 import json
 import logging
 import pickle
+import time
 from collections import deque
 from typing import Any
 
 import redis
+from django.conf import settings as django_settings
 from itemadapter import ItemAdapter
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
@@ -35,7 +37,7 @@ from crawls.frontier import Frontier, async_binary_redis, compact_fingerprint
 logger = logging.getLogger("trawl.frontier")
 
 IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
-COMMIT_RETRIES = (0.2, 0.5, 1.0, 2.0)  # seconds between tries of a commit while Redis is away, then the crawl stops
+COMMIT_RETRY_MAX_PAUSE = 2.0  # seconds between tries of a commit while Redis is away (TRAWL_INFRA_PATIENCE_SECONDS)
 
 
 def frontier_for(settings: Any) -> Frontier:
@@ -202,20 +204,25 @@ class FrontierScheduler(BaseScheduler):
         try:
             if self.client is None:
                 self.client = async_binary_redis()
-            for pause in (*COMMIT_RETRIES, None):
+            # Redis away is waited out as everywhere in a crawl: for TRAWL_INFRA_PATIENCE_SECONDS (the crawl goes on
+            # meanwhile, this request still held).
+            give_up, pause = time.monotonic() + django_settings.TRAWL_INFRA_PATIENCE_SECONDS, 0.2
+            while True:
                 try:
                     committed = await self.frontier.commit_async(
                         self.client, requests=sending, items=items, done=done, take=take
                     )
                     break
                 except redis.RedisError as exc:
-                    if pause is None:
+                    if time.monotonic() >= give_up:
                         # The job is requeued as an infrastructure fault (crawls.services.execution) and resumes from
                         # the frontier, where the request that found these is still in flight: nothing is lost.
                         logger.error("frontier: Redis unreachable (%s); stopping the crawl", exc)
                         self.stats.inc_value("trawl/infrastructure_errors")
                         return
+                    logger.warning("frontier: Redis unreachable (%s); trying again in %.1f s", exc, pause)
                     await asyncio.sleep(pause)
+                    pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE)
             self.taken.extend(committed.taken)
             self.maybe_pending = committed.pending > 0
         except Exception:  # a bug: the request stays in flight, so stop rather than wait for it forever

@@ -88,6 +88,11 @@ class StallWatchdog(_Periodic):
 
     def opened(self, spider: Any) -> None:
         self.last_activity = time.monotonic()
+        # The clock starts again once every spider_opened handler has run: some block the reactor before the first
+        # request (an S3 feed builds its boto3 client there, seconds on a busy machine), and that is not the site.
+        from twisted.internet import reactor  # the running one (importing it at module level would install one)
+
+        reactor.callLater(0, self.activity)
         super().opened(spider)
 
     def activity(self, *args: Any, **kwargs: Any) -> None:

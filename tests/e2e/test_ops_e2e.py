@@ -182,6 +182,21 @@ def test_a_crawl_of_a_site_that_stops_answering_ends_stalled(api, builtins, trou
     assert trouble.hits["hang"] == 1
 
 
+def test_a_spider_opened_handler_that_blocks_is_not_a_stall(api, builtins, site, waiter):
+    version(
+        "slow-to-open",
+        settings={
+            "EXTENSIONS": {"tests.ops.spiders.SlowToOpen": 0},
+            "TRAWL_SLOW_OPEN_SECONDS": STALL_SECONDS + 1,
+        },
+    )
+
+    job = waiter(submit(api, url=f"{site.url}/index.html", scraper="slow-to-open", options={"maxdepth": 1}))
+
+    assert job.status == "succeeded", (job.error_class, job.error_message)
+    assert job.stats["items"] == 2
+
+
 def test_cleanup_days_zero_keeps_items_and_each_sources_last_job(api, builtins, site, waiter):
     admin = client_for("ops", admin=True)
     source = Source.objects.create(url=f"{site.url}/product-3.html", scraper=Scraper.objects.get(name="link"))

@@ -3,9 +3,10 @@
 (a) Cost. One client, back to back, for --seconds each: PING/s, then bucket-script takes/s on a rule that never
     runs dry (the script's full work: two buckets, TIME, writes). Printed as take/PING, for a blocking client and
     for the asyncio client the Scrapy middleware uses.
-(a') Controller. The adaptive controller's cost per request: take + observe (what the middleware now does for
-    every request on an adaptive rule) against the plain two-bucket take on the same rule with `adaptive` off,
-    alternating rounds, blocking client. Printed as a ratio (1.0 = free).
+(a') Controller. The adaptive controller's cost per request: take, plus counting the response and adding the counts
+    to the domain's window every OBSERVE_SECONDS (what the middleware does for every request on an adaptive rule),
+    against the plain two-bucket take on the same rule with `adaptive` off, alternating rounds, blocking client.
+    Printed as a ratio (1.0 = free).
 (b) Accuracy. --processes processes (default 4) take tokens for one domain configured at --rate R, burst B, for
     --duration s (default 30), each sleeping what the script says, as the middleware does. Prints observed/configured
     rate, (grants − B) / (R × duration), and the most grants in any 1-second window against R + B.
@@ -35,7 +36,8 @@ from _common import exit_on_sigterm  # also puts the repository on sys.path
 from project.redis_server import redis_start_if_absent
 from throttling.adaptive import AdaptiveConfig
 from throttling.buckets import GRANTED, Limits, TokenBuckets
-from throttling.controller import AdaptiveController
+from throttling.controller import AdaptiveController, Observed
+from throttling.middlewares import OBSERVE_SECONDS
 
 PREFIX = "trawl:bench-throttle"
 HOST = "bench.example.com"
@@ -110,9 +112,14 @@ def controller_cost(url: str, seconds: float, rounds: int = 6) -> dict[str, floa
     def take_plain() -> None:
         plain.take(client, host=HOST, egress="bench")
 
+    pending = {"observed": Observed(), "since": time.monotonic()}
+
     def take_and_observe() -> None:
         plain.take(client, host=HOST, egress="bench")
-        adaptive.observe(client, host=HOST, latency=0.05, error=False)
+        pending["observed"].add(latency=0.05, error=False)
+        if time.monotonic() - pending["since"] >= OBSERVE_SECONDS:
+            adaptive.observe(client, host=HOST, observed=pending["observed"])
+            pending.update(observed=Observed(), since=time.monotonic())
 
     take_plain(), take_and_observe()  # loads both scripts
     slot, plain_n, adaptive_n = seconds / rounds, 0, 0

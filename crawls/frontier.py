@@ -257,6 +257,7 @@ class Frontier:
         self.redis = binary_redis()
         self.ttl_ms = int(settings.TRAWL_FRONTIER_TTL_SECONDS * 1000)
         self.lease_ms = int(settings.TRAWL_FRONTIER_LEASE_SECONDS * 1000)
+        self.async_commit: Any = None  # the commit script registered with the asyncio client of commit_async
 
     def key(self, name: str) -> str:
         return self.base + name
@@ -290,7 +291,9 @@ class Frontier:
         """commit() awaited on an event loop (`client` from async_binary_redis), so a crawl never waits for Redis."""
         keys, args = self._commit_call(requests=requests, items=items, done=done, take=take)
         # redis-py's script object: EVALSHA, loading the script once more if Redis lost it (a restart, SCRIPT FLUSH).
-        return Committed.of(await client.register_script(_COMMIT)(keys=keys, args=args))
+        if self.async_commit is None or self.async_commit.registered_client is not client:
+            self.async_commit = client.register_script(_COMMIT)
+        return Committed.of(await self.async_commit(keys=keys, args=args))
 
     def _commit_call(
         self, *, requests: list[tuple[bytes, int, bytes | None]], items: list[bytes], done: list[bytes], take: int

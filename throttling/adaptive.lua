@@ -2,8 +2,10 @@
 --
 -- KEYS[1] rule of the exact host     KEYS[2] rule of the registered domain
 -- KEYS[3] window of the exact host   KEYS[4] window of the registered domain
--- ARGV[1] latency in seconds ('-' when the request got no response: a timeout); ARGV[2] 1 if it was an error
--- ARGV[3] window seconds; ARGV[4] least responses in a window; ARGV[5] 1 if rules without the field are adaptive
+-- ARGV[1] responses observed (and timeouts); ARGV[2] how many of them were errors; ARGV[3] the sum of their latencies
+-- in seconds; ARGV[4] how many had a latency (a timeout has none); ARGV[5] window seconds; ARGV[6] least responses in
+-- a window; ARGV[7] 1 if rules without the field are adaptive. A worker sends what it saw of a host every moment in
+-- one call, not one call per response.
 --
 -- The window is the key of whoever's rule the bucket script uses: the exact host's if it has a rule, else the
 -- registered domain's (defaults too). Returns {0} while the window is open or the rule is not adaptive, else
@@ -13,7 +15,7 @@
 local found = redis.call('MGET', KEYS[1], KEYS[2])
 local which, rule = 2, found[2]
 if found[1] then which, rule = 1, found[1] end
-local adaptive = ARGV[5]
+local adaptive = ARGV[7]
 if rule then adaptive = string.match(rule, '^%S+ %S+ %S+ %S+ %S+ %S+ (%S+)') or adaptive end
 if adaptive ~= '1' then return {0} end
 
@@ -21,14 +23,14 @@ local key = KEYS[4]
 if which == 1 then key = KEYS[3] end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local span = tonumber(ARGV[3])
+local span = tonumber(ARGV[5])
 local w = redis.call('HMGET', key, 'n', 'err', 'sum', 'timed', 'start')
 local n, err, sum, timed, start = tonumber(w[1]) or 0, tonumber(w[2]) or 0, tonumber(w[3]) or 0, tonumber(w[4]) or 0,
   tonumber(w[5]) or now
 if now - start > 30 * span + 30 then n, err, sum, timed, start = 0, 0, 0, 0, now end  -- a stale window tells nothing
-n, err = n + 1, err + tonumber(ARGV[2])
-if ARGV[1] ~= '-' then sum, timed = sum + tonumber(ARGV[1]), timed + 1 end
-if now - start >= span and n >= tonumber(ARGV[4]) then
+n, err = n + tonumber(ARGV[1]), err + tonumber(ARGV[2])
+sum, timed = sum + tonumber(ARGV[3]), timed + tonumber(ARGV[4])
+if now - start >= span and n >= tonumber(ARGV[6]) then
   redis.call('DEL', key)
   return {1, which, n, err, string.format('%.6f', sum), timed}
 end

@@ -1,7 +1,8 @@
 """Adaptive politeness, the wiring: every worker's responses feed one controller per domain, in Redis.
 
-Each response (or timeout) is one EVALSHA of `adaptive.lua`, which adds it to the domain's current window atomically.
-The call that closes a window (enough time and responses) gets its totals, alone, applies the rule
+A worker gathers what it saw of a host for a moment (`Observed`, throttling/middlewares.py) and adds it to the
+domain's current window atomically with one EVALSHA of `adaptive.lua`: one call per host every OBSERVE_SECONDS, not
+one per response. The call that closes a window (enough time and responses) gets its totals, alone, applies the rule
 (throttling/adaptive.py) and stores the new state, which the bucket script reads on every take: the whole cluster
 slows down or speeds up together. No Django here, like buckets.py.
 """
@@ -9,6 +10,7 @@ slows down or speeds up together. No Django here, like buckets.py.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,28 @@ def is_error(status: int) -> bool:
     return status in ERROR_STATUSES or status >= 500
 
 
+@dataclass
+class Observed:
+    """Responses (and timeouts) of one host a worker saw and has not added to the host's window yet."""
+
+    requests: int = 0
+    errors: int = 0
+    latency_sum: float = 0.0
+    timed: int = 0  # responses with a latency: a timeout has none
+
+    def add(self, *, latency: float | None, error: bool) -> Observed:
+        self.requests += 1
+        self.errors += int(error)
+        if latency is not None:
+            self.latency_sum += latency
+            self.timed += 1
+        return self
+
+    @classmethod
+    def one(cls, *, latency: float | None, error: bool) -> Observed:
+        return cls().add(latency=latency, error=error)
+
+
 class AdaptiveController:
     """Feeds responses into the domain's window; applies the rule when a window closes."""
 
@@ -35,19 +59,17 @@ class AdaptiveController:
         self.config = config
         self.sha = SCRIPT_SHA
 
-    def _call(self, host: str, latency: float | None, error: bool) -> tuple[list[str], list[Any], str, str]:
+    def _call(self, host: str, observed: Observed) -> tuple[list[str], list[Any], str, str]:
         host = host.lower().rstrip(".")
         domain = registered_domain(host)
-        b, c = self.buckets, self.config
+        b, c, o = self.buckets, self.config, observed
         keys = [b.rule_key(host), b.rule_key(domain), b.window_key(host), b.window_key(domain)]
-        args = ["-" if latency is None else f"{latency:.6f}", int(error), c.window, c.min_requests]
+        args = [o.requests, o.errors, f"{o.latency_sum:.6f}", o.timed, c.window, c.min_requests]
         return keys, [*args, int(b.defaults.adaptive)], host, domain
 
-    async def observe_async(
-        self, client: Any, *, host: str, latency: float | None, error: bool
-    ) -> AdaptiveState | None:
-        """Count one response; returns the new state when this call closed a window, else None."""
-        keys, args, host, domain = self._call(host, latency, error)
+    async def observe_async(self, client: Any, *, host: str, observed: Observed) -> AdaptiveState | None:
+        """Add what was observed to the host's window; returns the new state when this call closed it, else None."""
+        keys, args, host, domain = self._call(host, observed)
         try:
             reply = await client.evalsha(self.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
@@ -60,9 +82,9 @@ class AdaptiveController:
         await client.set(key, state.as_redis(), ex=STATE_TTL)
         return state
 
-    def observe(self, client: redis.Redis, *, host: str, latency: float | None, error: bool) -> AdaptiveState | None:
+    def observe(self, client: redis.Redis, *, host: str, observed: Observed) -> AdaptiveState | None:
         """The blocking twin of `observe_async` (benchmarks, tests)."""
-        keys, args, host, domain = self._call(host, latency, error)
+        keys, args, host, domain = self._call(host, observed)
         try:
             reply = client.evalsha(self.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:

@@ -29,11 +29,14 @@ from twisted.web._newclient import ResponseNeverReceived
 
 from project.errors import InfrastructureUnavailable
 from throttling.buckets import BLOCKED, GRANTED, STALE, Decision, TokenBuckets, retry_after_seconds
-from throttling.controller import AdaptiveController, is_error
+from throttling.controller import AdaptiveController, Observed, is_error
 
 logger = logging.getLogger("trawl.throttle")
 
 PAUSE_STATUSES = (429, 503)
+# How long a host's responses gather in the worker before one call adds them to its adaptive window (whose decisions
+# come every few seconds): a fast crawl pays one Redis call per host per interval, not one per response.
+OBSERVE_SECONDS = 0.25
 # Exceptions that say the site is overloaded, for the adaptive controller; DNS errors and refusals say nothing of it.
 OVERLOAD_EXCEPTIONS = (
     DownloadTimeoutError,
@@ -127,6 +130,8 @@ class ThrottleMiddleware:
         self._redis: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting, self._held_since = 0, 0.0
+        self._observed: dict[str, Observed] = {}  # by host, until its OBSERVE_SECONDS are up
+        self._observing: set[asyncio.Task] = set()  # observations on their way to Redis
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ThrottleMiddleware:
@@ -204,7 +209,7 @@ class ThrottleMiddleware:
         return decision.wait
 
     async def process_response(self, request: Request, response: Response) -> Response:
-        await self._observe(request, latency=request.meta.get("download_latency"), error=is_error(response.status))
+        self._observe(request, latency=request.meta.get("download_latency"), error=is_error(response.status))
         if response.status in PAUSE_STATUSES:
             seconds = retry_after_seconds(response.headers.get(b"Retry-After"), now=time.time())
             host = urlparse_cached(request).hostname
@@ -221,16 +226,31 @@ class ThrottleMiddleware:
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
         if isinstance(exception, OVERLOAD_EXCEPTIONS):
-            await self._observe(request, latency=None, error=True)
+            self._observe(request, latency=None, error=True)
         return None
 
-    async def _observe(self, request: Request, *, latency: float | None, error: bool) -> None:
-        """Feed one outcome to the domain's controller. Redis away: the crawl goes on at the rate it had."""
+    def _observe(self, request: Request, *, latency: float | None, error: bool) -> None:
+        """Count one outcome for the domain's controller; the host's count goes to Redis OBSERVE_SECONDS later."""
         host = urlparse_cached(request).hostname
         if self.controller is None or not host or request.meta.get("dont_throttle"):
             return
+        observed = self._observed.get(host)
+        if observed is None:
+            observed = self._observed[host] = Observed()
+            asyncio.get_running_loop().call_later(OBSERVE_SECONDS, self._send_observed, host)
+        observed.add(latency=latency, error=error)
+
+    def _send_observed(self, host: str) -> None:
+        observed = self._observed.pop(host, None)
+        if observed is not None:
+            task = asyncio.get_running_loop().create_task(self._feed(host, observed))
+            self._observing.add(task)
+            task.add_done_callback(self._observing.discard)
+
+    async def _feed(self, host: str, observed: Observed) -> None:
+        """Feed a host's outcomes to its domain's controller. Redis away: the crawl goes on at the rate it had."""
         try:
-            state = await self.controller.observe_async(await self._client(), host=host, latency=latency, error=error)
+            state = await self.controller.observe_async(await self._client(), host=host, observed=observed)
         except redis.RedisError as exc:
             self.stats.inc_value("throttle/adaptive_errors")
             logger.warning("throttle: adaptive controller unavailable (%s)", exc)
@@ -252,6 +272,10 @@ class ThrottleMiddleware:
         return self._redis
 
     async def close(self) -> None:
+        for host in list(self._observed):  # what the crawl's last responses said, before their interval is up
+            self._send_observed(host)
+        while self._observing:
+            await asyncio.gather(*self._observing, return_exceptions=True)
         if self._redis is not None and self._loop is asyncio.get_running_loop():
             await self._redis.aclose()
         self._redis = self._loop = None

@@ -18,8 +18,8 @@ from tests.clients import client_for
 from tests.throttling.test_buckets import TEST_PREFIX, bench_buckets, flush_throttle_keys, publish  # noqa: F401
 from throttling.adaptive import AdaptiveConfig, AdaptiveState, Window, adapt
 from throttling.buckets import GRANTED, WAIT, Limits, TokenBuckets
-from throttling.controller import AdaptiveController
-from throttling.middlewares import ThrottleMiddleware
+from throttling.controller import AdaptiveController, Observed
+from throttling.middlewares import OBSERVE_SECONDS, ThrottleMiddleware
 from throttling.services import throttle_buckets, throttle_create, throttle_update
 
 CONFIG = AdaptiveConfig()
@@ -105,7 +105,10 @@ def test_one_caller_closes_each_window_with_every_workers_responses():
     buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1)
     ctl, client = controller(buckets), get_redis()
 
-    answers = [ctl.observe(client, host="example.test", latency=0.1, error=i % 2 == 0) for i in range(10)]
+    answers = [
+        ctl.observe(client, host="example.test", observed=Observed.one(latency=0.1, error=i % 2 == 0))
+        for i in range(10)
+    ]
 
     closed = [state for state in answers if state is not None]
     assert len(closed) == 2, "a window closes at its 5th response, then starts again"
@@ -130,7 +133,10 @@ def test_a_rule_with_adaptive_off_ignores_the_controller():
     client.set(buckets.state_key("example.test"), AdaptiveState(factor=0.1).as_redis())
     ctl = controller(buckets)
 
-    assert all(ctl.observe(client, host="example.test", latency=1.0, error=True) is None for _ in range(10))
+    assert all(
+        ctl.observe(client, host="example.test", observed=Observed.one(latency=1.0, error=True)) is None
+        for _ in range(10)
+    )
     buckets.take(client, host="example.test", egress="a")
     time.sleep(0.15)
     assert buckets.take(client, host="example.test", egress="a").status == GRANTED
@@ -142,7 +148,9 @@ def test_domains_without_a_rule_adapt_per_the_defaults():
     client.set(buckets.rules_loaded_key, "1", ex=600)
     ctl = controller(buckets)
 
-    states = [ctl.observe(client, host="unruled.test", latency=None, error=True) for _ in range(5)]
+    states = [
+        ctl.observe(client, host="unruled.test", observed=Observed.one(latency=None, error=True)) for _ in range(5)
+    ]
 
     assert states[-1] is not None and states[-1].factor == pytest.approx(0.5)
     assert client.get(buckets.state_key("unruled.test"))
@@ -173,6 +181,37 @@ def test_the_middleware_feeds_responses_and_timeouts_of_every_request():
     state = AdaptiveState.from_redis(get_redis().get(buckets.state_key("example.test")))
     assert state.factor == pytest.approx(0.5), "2 errors (a 503 and a timeout) of 4 responses"
     assert crawler.stats.get_value("throttle/adaptive_decisions") == 1
+
+
+def test_the_middleware_adds_a_hosts_responses_to_its_window_together():
+    buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1)
+    crawler = get_crawler()
+    ctl = controller(buckets, min_requests=20)
+    middleware = ThrottleMiddleware(
+        buckets=buckets, redis_url=settings.REDIS_URL, egress="w", stats=crawler.stats, controller=ctl
+    )
+    calls, observe = [], ctl.observe_async
+
+    async def counted(client, *, host, observed):
+        calls.append((host, observed.requests, observed.errors))
+        return await observe(client, host=host, observed=observed)
+
+    ctl.observe_async = counted
+    url = "http://example.test/p"
+
+    async def run() -> None:
+        for status in [200] * 19 + [503]:
+            await middleware.process_response(
+                Request(url, meta={"download_latency": 0.1}), Response(url, status=status)
+            )
+        assert calls == [], "counted in the worker first"
+        await asyncio.sleep(OBSERVE_SECONDS + 0.2)
+        assert calls == [("example.test", 20, 1)], "one call for the host's 20 responses"
+        await middleware.close()
+
+    asyncio.run(run())
+
+    assert crawler.stats.get_value("throttle/adaptive_decisions") == 1, "the 20 responses closed the window"
 
 
 # --- where it shows ---------------------------------------------------------------------------------

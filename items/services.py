@@ -36,17 +36,19 @@ def content_hash(data: dict[str, Any]) -> str:
 
 
 @transaction.atomic
-def items_upsert(*, job: CrawlJob, items: list[dict[str, Any]]) -> Counter:
+def items_upsert(*, job: CrawlJob, items: list[dict[str, Any]], tenant_id: int | None = None) -> Counter:
     """Insert new items, update changed ones, touch unchanged ones; record what this job saw. Returns counts.
 
-    Items are the job's tenant's: another requester's item with the same fingerprint is never read nor written."""
+    Items are the job's tenant's (`tenant_id`, when the caller already knows it: a crawl stores chunk after chunk):
+    another requester's item with the same fingerprint is never read nor written."""
     latest: dict[str, tuple[dict, str]] = {}
     for data in items:
         latest[item_fingerprint(data)] = (data, content_hash(data))
     if not latest:
         return Counter()
     now = timezone.now()
-    own = Item.objects.filter(tenant_id=job_tenant_id(job), scraper_id=job.scraper_id)
+    own_tenant = job_tenant_id(job) if tenant_id is None else tenant_id
+    own = Item.objects.filter(tenant_id=own_tenant, scraper_id=job.scraper_id)
     known_rows = list(
         own.select_for_update().filter(fingerprint__in=list(latest)).values_list("fingerprint", "content_hash", "data")
     )
@@ -54,7 +56,6 @@ def items_upsert(*, job: CrawlJob, items: list[dict[str, Any]]) -> Counter:
     old_prices = {fingerprint: price_of(data) for fingerprint, _, data in known_rows}
     categories = category_names_record(names=[data.get("category") for data, _ in latest.values()])
     rows, unchanged, changes = [], [], {}
-    own_tenant = job_tenant_id(job)
     for fingerprint, (data, digest) in latest.items():
         if known.get(fingerprint) == digest:
             unchanged.append(fingerprint)

@@ -5,10 +5,13 @@
 -- KEYS[6] bucket of the domain          KEYS[7] bucket of (egress IP, domain)
 -- KEYS[8] adaptive state of the exact host   KEYS[9] adaptive state of the registered domain
 -- ARGV[1] "take" or "pause"; ARGV[2..5] default rate, burst, ip_rate, ip_burst; ARGV[6] pause seconds;
--- ARGV[7] 1 if the defaults (and rules without the field) are adaptive
+-- ARGV[7] 1 if the defaults (and rules without the field) are adaptive; ARGV[8] tokens wanted (requests of one worker
+-- waiting for these buckets together)
 --
--- Returns {status, wait_ms, rule}: status 1 = granted (pause: done), 0 = wait wait_ms and ask again,
+-- Returns {status, wait_ms, rule, granted}: status 1 = granted (pause: done), 0 = wait wait_ms and ask again,
 -- -1 = domain blocked, -2 = rules not loaded into Redis yet; rule 1 = exact host, 2 = domain, 3 = defaults.
+-- A take grants as many of the tokens wanted as both buckets hold (at least one, or none and a wait); wait_ms is then
+-- when the next token comes, for the requests that got none.
 --
 -- A rule is the string "rate burst ip_rate ip_burst scale blocked adaptive" (rates in tokens/s, flags 0 or 1).
 -- An adaptive rule's rates are also multiplied by the factor the controller keeps in the adaptive state
@@ -78,9 +81,12 @@ local buckets = redis.call('MGET', domain_key, ip_key)
 local tokens, ts = refill(buckets[1], rate, cap)
 local ip_tokens, ip_ts = refill(buckets[2], ip_rate, ip_cap)
 if tokens >= 1 and ip_tokens >= 1 then
-  save(domain_key, tokens - 1, ts, rate, cap)
-  save(ip_key, ip_tokens - 1, ip_ts, ip_rate, ip_cap)
-  return {1, 0, which}
+  local granted = math.min(tonumber(ARGV[8]) or 1, math.floor(tokens), math.floor(ip_tokens))
+  tokens, ip_tokens = tokens - granted, ip_tokens - granted
+  save(domain_key, tokens, ts, rate, cap)
+  save(ip_key, ip_tokens, ip_ts, ip_rate, ip_cap)
+  local rest = math.max(wait(tokens, ts, rate), wait(ip_tokens, ip_ts, ip_rate))
+  return {1, math.ceil(rest * 1000), which, granted}
 end
 local delay = math.max(wait(tokens, ts, rate), wait(ip_tokens, ip_ts, ip_rate))
 return {0, math.ceil(delay * 1000), which}

@@ -62,8 +62,9 @@ class Limits:
 @dataclass(frozen=True)
 class Decision:
     status: str  # granted | wait | blocked | stale (rules not loaded into Redis: load them, then ask again)
-    wait: float = 0.0  # seconds, when status is `wait`
+    wait: float = 0.0  # seconds, when status is `wait` (granted: until the next token, for requests that got none)
     rule: str = ""  # whose rule decided: host | domain | default
+    granted: int = 0  # tokens taken, when status is `granted` (at most the number asked for)
 
 
 class TokenBuckets:
@@ -90,7 +91,9 @@ class TokenBuckets:
     def window_key(self, domain: str) -> str:
         return f"{self.prefix}:window:{domain}"
 
-    def _call(self, host: str, egress: str, mode: str, pause: float = 0.0) -> tuple[list[str], list[Any]]:
+    def _call(
+        self, host: str, egress: str, mode: str, pause: float = 0.0, tokens: int = 1
+    ) -> tuple[list[str], list[Any]]:
         host = host.lower().rstrip(".")
         domain = registered_domain(host)
         keys = [self.rule_key(host), self.rule_key(domain), self.rules_loaded_key]
@@ -98,13 +101,15 @@ class TokenBuckets:
         keys += [self.bucket_key(domain), self.bucket_key(domain, egress)]
         keys += [self.state_key(host), self.state_key(domain)]
         d = self.defaults
-        return keys, [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause, int(d.adaptive)]
+        args = [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause, int(d.adaptive), tokens]
+        return keys, args
 
-    def take(self, client: redis.Redis, *, host: str, egress: str) -> Decision:
-        return _decision(self._eval(client, *self._call(host, egress, "take")))
+    def take(self, client: redis.Redis, *, host: str, egress: str, tokens: int = 1) -> Decision:
+        """Take `tokens` from both buckets, or as many as they hold (at least one), or none and say how long to wait."""
+        return _decision(self._eval(client, *self._call(host, egress, "take", tokens=tokens)))
 
-    async def take_async(self, client: Any, *, host: str, egress: str) -> Decision:
-        return _decision(await self._eval_async(client, *self._call(host, egress, "take")))
+    async def take_async(self, client: Any, *, host: str, egress: str, tokens: int = 1) -> Decision:
+        return _decision(await self._eval_async(client, *self._call(host, egress, "take", tokens=tokens)))
 
     def pause(self, client: redis.Redis, *, host: str, seconds: float) -> float:
         """Empty the domain's bucket and refill nothing for `seconds`, for every worker. Returns the pause left."""
@@ -129,8 +134,8 @@ class TokenBuckets:
 
 
 def _decision(reply: list[int]) -> Decision:
-    status, wait_ms, rule = (int(part) for part in reply)
-    return Decision(_STATUSES[status], wait_ms / 1000, _RULES.get(rule, ""))
+    status, wait_ms, rule, *granted = (int(part) for part in reply)
+    return Decision(_STATUSES[status], wait_ms / 1000, _RULES.get(rule, ""), granted[0] if granted else 0)
 
 
 def retry_after_seconds(value: bytes | str | None, *, now: float) -> float | None:

@@ -11,6 +11,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,7 +29,7 @@ from twisted.internet.error import TimeoutError as TxTimeoutError
 from twisted.web._newclient import ResponseNeverReceived
 
 from project.errors import InfrastructureUnavailable
-from throttling.buckets import BLOCKED, GRANTED, STALE, Decision, TokenBuckets, retry_after_seconds
+from throttling.buckets import BLOCKED, GRANTED, STALE, WAIT, Decision, TokenBuckets, retry_after_seconds
 from throttling.controller import AdaptiveController, Observed, is_error
 
 logger = logging.getLogger("trawl.throttle")
@@ -131,7 +132,9 @@ class ThrottleMiddleware:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting, self._held_since = 0, 0.0
         self._observed: dict[str, Observed] = {}  # by host, until its OBSERVE_SECONDS are up
-        self._observing: set[asyncio.Task] = set()  # observations on their way to Redis
+        self._observing: set[asyncio.Task] = set()  # calls to Redis under way (observations, takes)
+        self._takers: dict[tuple[str, str], list[asyncio.Future]] = {}  # requests waiting to ask, by (host, egress)
+        self._taking: set[tuple[str, str]] = set()  # (host, egress) whose take is under way
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ThrottleMiddleware:
@@ -165,7 +168,7 @@ class ThrottleMiddleware:
                 self.stats.inc_value("throttle/dropped_closing")
                 raise CrawlClosing("the crawl is stopping")
             try:
-                decision = await self.buckets.take_async(await self._client(), host=host, egress=egress)
+                decision = await self._take(host, egress)
             except redis.RedisError as exc:
                 self.stats.inc_value("throttle/redis_errors")
                 redis_down_since = redis_down_since or time.monotonic()
@@ -186,6 +189,42 @@ class ThrottleMiddleware:
                 finally:
                     self._hold(-1)
                 waited += delay
+
+    async def _take(self, host: str, egress: str) -> Decision:
+        """This request's answer from the buckets. Requests for the same buckets that come while a take is under way
+        (several at a time once a batch of requests reaches the downloader) ask together in the next one."""
+        waiter = asyncio.get_running_loop().create_future()
+        key = (host, egress)
+        self._takers.setdefault(key, []).append(waiter)
+        if key not in self._taking:
+            self._taking.add(key)
+            task = asyncio.get_running_loop().create_task(self._send_takes(key))
+            self._observing.add(task)
+            task.add_done_callback(self._observing.discard)
+        return await waiter
+
+    async def _send_takes(self, key: tuple[str, str]) -> None:
+        host, egress = key
+        try:
+            while waiters := [waiter for waiter in self._takers.pop(key, []) if not waiter.done()]:
+                try:
+                    decision = await self.buckets.take_async(
+                        await self._client(), host=host, egress=egress, tokens=len(waiters)
+                    )
+                except Exception as exc:  # Redis away, mostly: each request decides (_acquire), none is left hanging
+                    for waiter in waiters:
+                        if not waiter.done():
+                            waiter.set_exception(exc)
+                    continue
+                for number, waiter in enumerate(waiters):
+                    if waiter.done():  # its request was dropped meanwhile: the token is spent, nothing more
+                        continue
+                    if decision.status == GRANTED and number >= decision.granted:
+                        waiter.set_result(replace(decision, status=WAIT))  # none left for it: wait for the next
+                    else:
+                        waiter.set_result(decision)
+        finally:
+            self._taking.discard(key)
 
     def _hold(self, change: int) -> None:
         """`throttle/held_seconds`: wall time during which at least one request waited for a token — the crawl's delay,

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
+from access.tenancy import job_tenant_id
 from crawls.cancel import cancel_requested
 from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.progress import PROGRESS_SECONDS, progress_store
@@ -63,6 +64,7 @@ class JobTracker:
         self.seen: set[str] = set()
         self.discovered: dict[str, dict[str, Any]] = {}  # links reported with `discovered(url)`, by URL
         self.ingestion = Ingestion.for_job(job)  # the version's item schema: invalid items never reach the upsert
+        self.tenant_id = job_tenant_id(job)  # whose items these are: looked up once, not for every chunk
         self.heartbeat_every = settings.TRAWL_HEARTBEAT_SECONDS
         self.last_beat = self.last_progress = time.monotonic()
         self.pending: list[dict[str, Any]] = []  # drained but not written yet (the database refused them)
@@ -132,7 +134,8 @@ class JobTracker:
                 self.pending, self.pending_drained = self._fresh(batch), len(batch)
             drained = self.pending_drained
             if self.pending:
-                self.counts.update(items_upsert(job=self.job, items=self.pending))  # raises: kept for next time
+                # Raises when the database refuses: `pending` is kept for next time.
+                self.counts.update(items_upsert(job=self.job, items=self.pending, tenant_id=self.tenant_id))
             self.pending, self.pending_drained = [], 0
             if drained and self.shard is not None:
                 # Stored: out of the shard's write-ahead log in Redis, with this shard's stats at that moment.
@@ -149,7 +152,7 @@ class JobTracker:
 
     def _store(self, batch: list[dict[str, Any]]) -> None:
         if fresh := self._fresh(batch):
-            self.counts.update(items_upsert(job=self.job, items=fresh))
+            self.counts.update(items_upsert(job=self.job, items=fresh, tenant_id=self.tenant_id))
 
     def _adopt_orphans(self) -> None:
         """Store the items a dead shard (or an earlier attempt) scraped and wrote ahead but never stored."""

@@ -79,6 +79,33 @@ def test_requests_wait_for_tokens_without_blocking_the_event_loop(rule):
     assert ticks >= 10
 
 
+def test_requests_that_come_together_take_their_tokens_in_one_call_and_only_what_the_bucket_holds(rule):
+    rule("example.com", rate=2, burst=3, ip_rate=100, ip_burst=100)
+    middleware, stats = throttle_middleware()
+    calls, take = [], middleware.buckets.take_async
+
+    async def counted(client, *, host, egress, tokens=1):
+        decision = await take(client, host=host, egress=egress, tokens=tokens)
+        calls.append((tokens, decision.status, decision.granted))
+        return decision
+
+    middleware.buckets.take_async = counted
+
+    async def crawl():
+        started = time.monotonic()
+        requests = [Request(f"https://www.example.com/{n}") for n in range(5)]
+        await asyncio.gather(*(middleware.process_request(request) for request in requests))
+        await middleware.close()
+        return time.monotonic() - started
+
+    took = asyncio.run(crawl())
+
+    assert calls[0] == (5, "granted", 3), "five requests asked in one call; the burst of 3 let three go"
+    assert sum(granted for _, _, granted in calls) == 5 and stat(stats, "requests") == 5
+    assert stat(stats, "delayed") == 2
+    assert took >= 0.9, "the last two waited for tokens at 2/s: about a second"
+
+
 def test_a_request_waiting_for_a_token_is_dropped_once_the_crawl_is_stopping(rule):
     rule("example.com", rate=1, burst=1, ip_rate=100, ip_burst=100)
     closing = threading.Event()

@@ -36,8 +36,7 @@ from _common import exit_on_sigterm  # also puts the repository on sys.path
 from project.redis_server import redis_start_if_absent
 from throttling.adaptive import AdaptiveConfig
 from throttling.buckets import GRANTED, Limits, TokenBuckets
-from throttling.controller import AdaptiveController, Observed
-from throttling.middlewares import OBSERVE_SECONDS
+from throttling.controller import OBSERVE_SECONDS, AdaptiveController, Observed
 
 PREFIX = "trawl:bench-throttle"
 HOST = "bench.example.com"

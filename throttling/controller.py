@@ -21,6 +21,9 @@ from throttling.buckets import TokenBuckets, registered_domain
 
 SCRIPT = Path(__file__).with_name("adaptive.lua").read_text()
 SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
+# How long a host's responses gather in a worker before one call adds them to its window (whose decisions come every
+# few seconds): a fast crawl pays one Redis call per host per interval, not one per response.
+OBSERVE_SECONDS = 0.25
 STATE_TTL = 3600  # a domain nobody crawled for an hour starts again at its configured rate
 ERROR_STATUSES = frozenset({429, 500, 502, 503, 504, 520, 521, 522, 523, 524})
 

@@ -30,14 +30,11 @@ from twisted.web._newclient import ResponseNeverReceived
 
 from project.errors import InfrastructureUnavailable
 from throttling.buckets import BLOCKED, GRANTED, STALE, WAIT, Decision, TokenBuckets, retry_after_seconds
-from throttling.controller import AdaptiveController, Observed, is_error
+from throttling.controller import OBSERVE_SECONDS, AdaptiveController, Observed, is_error
 
 logger = logging.getLogger("trawl.throttle")
 
 PAUSE_STATUSES = (429, 503)
-# How long a host's responses gather in the worker before one call adds them to its adaptive window (whose decisions
-# come every few seconds): a fast crawl pays one Redis call per host per interval, not one per response.
-OBSERVE_SECONDS = 0.25
 # Exceptions that say the site is overloaded, for the adaptive controller; DNS errors and refusals say nothing of it.
 OVERLOAD_EXCEPTIONS = (
     DownloadTimeoutError,

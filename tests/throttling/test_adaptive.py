@@ -18,8 +18,8 @@ from tests.clients import client_for
 from tests.throttling.test_buckets import TEST_PREFIX, bench_buckets, flush_throttle_keys, publish  # noqa: F401
 from throttling.adaptive import AdaptiveConfig, AdaptiveState, Window, adapt
 from throttling.buckets import GRANTED, WAIT, Limits, TokenBuckets
-from throttling.controller import AdaptiveController, Observed
-from throttling.middlewares import OBSERVE_SECONDS, ThrottleMiddleware
+from throttling.controller import OBSERVE_SECONDS, AdaptiveController, Observed
+from throttling.middlewares import ThrottleMiddleware
 from throttling.services import throttle_buckets, throttle_create, throttle_update
 
 CONFIG = AdaptiveConfig()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from scrapy.crawler import Crawler, CrawlerRunner
 from scrapy.utils.defer import deferred_from_coro
 
 from crawls.scraping.runtime import ensure_reactor
+from crawls.scraping.scheduler import store_wanted, wake_engine
 
 STOP_GRACE_SECONDS = 60
 # Items scraped but not yet upserted. When the database falls behind the reactor waits for room (flat memory)
@@ -34,6 +36,14 @@ class CrawlSession:
     finish_reason: str = ""
     first_spider_error: str = ""
     reported_stats: dict[str, Any] = field(default_factory=dict)  # sent by a crawl in a child process (packaged.py)
+    # Wakes the task thread before its tick is up: the crawl ended, or it waits for its items to be stored.
+    wake: threading.Event = field(default_factory=threading.Event)
+    store_wanted: bool = False
+
+    def on_store_wanted(self) -> None:
+        """The crawl is idle until the items it wrote ahead are stored (crawls.scraping.scheduler): tick now."""
+        self.store_wanted = True
+        self.wake.set()
 
     def on_item(self, item: Any, response: Any, spider: Spider) -> None:
         data = ItemAdapter(item).asdict()
@@ -80,8 +90,21 @@ def _start(spider_cls: type[Spider], settings: dict, spider_kwargs: dict, sessio
     crawler.signals.connect(session.on_item, signal=signals.item_scraped, weak=False)
     crawler.signals.connect(session.on_spider_error, signal=signals.spider_error, weak=False)
     crawler.signals.connect(session.on_spider_closed, signal=signals.spider_closed, weak=False)
+    crawler.signals.connect(session.on_store_wanted, signal=store_wanted, weak=False)
     session.crawler = crawler
-    return runner.crawl(crawler, **spider_kwargs)
+    crawl = runner.crawl(crawler, **spider_kwargs)
+    crawl.addBoth(_woken, session)
+    return crawl
+
+
+def _woken(result: Any, session: CrawlSession) -> Any:
+    session.wake.set()
+    return result
+
+
+@crochet.run_in_reactor
+def _nudge(crawler: Crawler) -> None:
+    wake_engine(crawler)
 
 
 @crochet.run_in_reactor
@@ -148,14 +171,19 @@ def _wait(result: Any, session: CrawlSession, *, timeout: float, on_tick: Callab
     deadline = time.monotonic() + timeout
     stopped_because, stop_deadline = "", None
     while True:
+        session.wake.wait(BUSY_TICK_SECONDS if session.items.qsize() else tick)
+        session.wake.clear()
         try:
-            result.wait(timeout=BUSY_TICK_SECONDS if session.items.qsize() else tick)
+            result.wait(timeout=0)
             return stopped_because, ""
         except crochet.TimeoutError:
             pass
         except Exception as exc:  # the crawl's Deferred failed: the spider could not start or crashed
             return stopped_because, f"{type(exc).__name__}: {exc}"
+        nudge, session.store_wanted = session.store_wanted, False
         reason = on_tick(session)
+        if nudge and session.crawler is not None:
+            _nudge(session.crawler)  # stored: the idle crawl asks its frontier again now, not at its next poll
         if not stopped_because:
             if time.monotonic() >= deadline:
                 reason = "timeout"

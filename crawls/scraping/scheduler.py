@@ -36,6 +36,9 @@ from crawls.frontier import Frontier, async_binary_redis, compact_fingerprint
 
 logger = logging.getLogger("trawl.frontier")
 
+# Sent when the crawl is idle but may not end yet because written-ahead items are not stored (or another shard still
+# holds requests): whoever stores this crawl's items (crawls.scraping.runner) should do it now, not at its next tick.
+store_wanted = object()
 IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
 COMMIT_RETRY_MAX_PAUSE = 2.0  # seconds between tries of a commit while Redis is away (TRAWL_INFRA_PATIENCE_SECONDS)
 
@@ -243,7 +246,7 @@ class FrontierScheduler(BaseScheduler):
             self.reserved -= take
             self.commits.discard(asyncio.current_task())
             self._send_outbox()  # what came while this one was under way
-            _wake_engine(self.crawler)  # requests taken, or a slot free
+            wake_engine(self.crawler)  # requests taken, or a slot free
         queued = sum(committed.queued)
         # Seen by another shard first: filtered there, not here.
         self.stats.inc_value("dupefilter/filtered", len(sending) - queued)
@@ -298,6 +301,8 @@ class FrontierScheduler(BaseScheduler):
             self.leave = verdict
             self.stats.set_value("frontier/leave", verdict)
             return
+        if verdict == "wait":
+            self.crawler.signals.send_catch_log(signal=store_wanted)
         if self.poke is None or not self.poke.active():
             self.poke = _poke_engine_later(self.crawler)
         raise DontCloseSpider(f"frontier: {verdict}")
@@ -323,7 +328,7 @@ def _on_request_finished(crawler: Any, callback: Any) -> None:
     slot.remove_request = remove_request
 
 
-def _wake_engine(crawler: Any) -> None:
+def wake_engine(crawler: Any) -> None:
     """Ask the engine to look for requests now, not at its 5-second heartbeat."""
     slot = getattr(crawler.engine, "_slot", None)
     if slot is not None and slot.closing is None:
@@ -334,4 +339,4 @@ def _poke_engine_later(crawler: Any) -> Any:
     """Wake the engine soon: other shards queue work."""
     from twisted.internet import reactor
 
-    return reactor.callLater(IDLE_POLL_SECONDS, _wake_engine, crawler)
+    return reactor.callLater(IDLE_POLL_SECONDS, wake_engine, crawler)

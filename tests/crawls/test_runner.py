@@ -5,6 +5,7 @@ Run in a subprocess of its own: the reactor is process-wide and the test process
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -77,6 +78,63 @@ def test_an_exception_from_the_tick_stops_the_crawl_before_run_spider_raises(fas
     assert hits_when_raised >= 2  # it was crawling
     assert hits_later == hits_when_raised, "the crawl kept fetching after run_spider gave up"
     assert rest == "exit"
+
+
+IDLE_SCRIPT = """
+import os, sys, time, uuid
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+import django
+django.setup()
+from crawls.frontier import Frontier
+from crawls.scraping.runner import run_spider
+from crawls.scraping.spiders.link import LinkSpider
+
+url, job = sys.argv[1], uuid.uuid4().hex
+frontier = Frontier(job)
+
+def tick(session):  # what JobTracker does: store the drained items, then tell the frontier
+    if stored := len(session.drain(100)):
+        frontier.stored(stored)
+    return ""
+
+started = time.monotonic()
+crawl, session = run_spider(
+    spider_cls=LinkSpider,
+    settings={
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": "ERROR",
+        "SCHEDULER": "crawls.scraping.scheduler.FrontierScheduler",
+        "DUPEFILTER_CLASS": "crawls.scraping.scheduler.FrontierDupeFilter",
+        "TRAWL_FRONTIER": {"job": job, "attempt": 1, "shard": 0},
+    },
+    spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 0}, "config": {}},
+    timeout=120,
+    on_tick=tick,
+    tick_seconds=30,
+)
+print(crawl.finish_reason, crawl.stats.get("item_scraped_count"), f"{time.monotonic() - started:.1f}", flush=True)
+frontier.delete()
+"""
+
+
+def test_a_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_task_thread(site, redis_server):
+    """The frontier lets a crawl end only once its written-ahead items are stored, which the task thread does on its
+    tick: an idle crawl asks for that tick at once. Before, a one-page job lasted until the next tick (0.5 s by
+    default; 30 s here, so a crawl that waits for it cannot pass)."""
+    env = {**os.environ, "REDIS_URL": redis_server, "TRAWL_INSTALLATION_ID": "runner-idle-test"}
+    done = subprocess.run(
+        [sys.executable, "-c", IDLE_SCRIPT, f"{site.url}/product-1.html"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stderr
+    reason, items, seconds = done.stdout.split()
+    assert (reason, items) == ("finished", "1")
+    assert float(seconds) < 15, f"the crawl ended {seconds} s after it started: it waited for the 30 s tick"
 
 
 def test_the_item_queue_is_bounded_and_the_reactor_waits_for_room():

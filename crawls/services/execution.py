@@ -267,8 +267,11 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
     if frontier is not None:
         if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier
             return {"status": JobStatus.QUEUED, "url": job.url, "job_id": str(job.pk), "requeued": True, "shard": shard}
-        stats = {**frontier.total(stats), "finish_reason": stats.get("finish_reason", "")}
-        if _left_for_others(job, crawl):
+        left_for_others = _left_for_others(job, crawl)
+        if not left_for_others and crawl.finish_reason == "finished" and not crawl.stopped_because:
+            frontier.others_final()  # the job's numbers include every shard's last pages
+        stats = {**frontier.total(stats, final=True), "finish_reason": stats.get("finish_reason", "")}
+        if left_for_others:
             logger.info("job %s shard %s done; the job ends with its last shard", job.pk, shard)
             return {"status": JobStatus.RUNNING, "url": job.url, "job_id": str(job.pk), "shard": shard}
     stats.update(source_crawl_extras(job=job, discovered=list(tracker.discovered.values()), scrapy_stats=crawl.stats))

@@ -10,6 +10,7 @@ a shard stops (cancel, timeout, a watchdog, a crash) ends the job for all: the o
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,6 +26,9 @@ logger = logging.getLogger("trawl.jobs")
 SCHEDULER = "crawls.scraping.scheduler.FrontierScheduler"
 DUPEFILTER = "crawls.scraping.scheduler.FrontierDupeFilter"
 SAMPLE_KEEP = 5  # list values (invalid_sample) kept when summing
+FINAL = "final"  # in a shard's progress snapshot once its crawl is over
+FINAL_WAIT_SECONDS = 5.0  # how long the last shard waits for the others' final numbers (a dead one never sends them)
+FINAL_POLL_SECONDS = 0.05
 
 
 def shard_join(*, job_id: str, attempt: int, shard: int, worker: str) -> CrawlJob | None:
@@ -54,17 +58,40 @@ class Shard:
         if self.index == 0 and self.job.parallelism > 1:
             publish_shards(job=self.job, shards=range(1, self.job.parallelism))
 
-    def total(self, progress: dict[str, Any]) -> dict[str, Any]:
-        """This shard's `progress` recorded, summed with every other shard's and earlier attempts'."""
-        self.frontier.stored(0, progress=progress)
+    def total(self, progress: dict[str, Any], *, final: bool = False) -> dict[str, Any]:
+        """This shard's `progress` recorded (`final` once its crawl is over), summed with every other shard's and
+        earlier attempts'."""
+        self.frontier.stored(0, progress={**progress, FINAL: True} if final else progress)
         snapshots = self.frontier.progress()
+        summed = stats_sum(snapshots.values())
+        summed.pop(FINAL, None)
         return {
-            **stats_sum(snapshots.values()),
+            **summed,
             "attempts": self.job.attempt,
             "shards": self.job.parallelism,
             # How the work spread: pages fetched by each `<attempt>:<shard>`.
             "pages_by_shard": {member: snapshot.get("pages", 0) for member, snapshot in sorted(snapshots.items())},
         }
+
+    def others_final(self, *, timeout: float = FINAL_WAIT_SECONDS) -> bool:
+        """The last shard to leave waits (bounded) for this attempt's other shards to record their final numbers: they
+        left the frontier with every item stored, but the stats of their last pages come as their tasks end."""
+        deadline = time.monotonic() + timeout
+        while True:
+            snapshots = self.frontier.progress()
+            waiting = [
+                member
+                for member, snapshot in snapshots.items()
+                if member != self.frontier.member
+                and member.startswith(f"{self.job.attempt}:")
+                and not snapshot.get(FINAL)
+            ]
+            if not waiting:
+                return True
+            if time.monotonic() >= deadline:  # a shard that died after leaving: its last snapshot is what there is
+                logger.warning("job %s: shard(s) %s recorded no final stats", self.job.pk, ", ".join(waiting))
+                return False
+            time.sleep(FINAL_POLL_SECONDS)
 
     def requeue_now(self) -> bool:
         """Warm shutdown: hand this shard's requests back and requeue the job (attempt + 1) for another worker."""

@@ -90,3 +90,37 @@ def test_every_shard_runs_the_version_its_first_shard_was_routed_to(requester, b
     joined = shard_join(job_id=str(job.pk), attempt=1, shard=1, worker="w/1")
     assert version_for(job=joined, shard=1).pk == old.pk
     assert version_for(job=joined, shard=0).pk == routed.pk
+
+
+def test_the_last_shard_waits_for_the_others_final_numbers(requester, builtins):
+    import threading
+    import time
+
+    job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
+    last, other = Shard(job, index=0), Shard(job, index=1)
+    other.total({"pages": 7})  # left the frontier; its task is about to record its last pages
+    late = threading.Timer(0.3, lambda: other.total({"pages": 9}, final=True))
+    late.start()
+    started = time.monotonic()
+    try:
+        assert last.others_final(timeout=10) is True
+        waited = time.monotonic() - started
+        total = last.total({"pages": 5}, final=True)
+    finally:
+        late.cancel()
+        last.frontier.delete()
+
+    assert waited >= 0.25, "returned before the other shard's final numbers were there"
+    assert total["pages"] == 14 and "final" not in total
+    assert total["pages_by_shard"] == {"1:0": 5, "1:1": 9}
+
+
+def test_a_shard_that_never_sends_final_numbers_holds_the_end_only_briefly(requester, builtins):
+    job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
+    last, dead = Shard(job, index=0), Shard(job, index=1)
+    dead.total({"pages": 3})  # died after leaving the frontier
+    try:
+        assert last.others_final(timeout=0.2) is False
+        assert last.total({"pages": 4}, final=True)["pages"] == 7
+    finally:
+        last.frontier.delete()

@@ -49,10 +49,6 @@ class Observed:
             self.timed += 1
         return self
 
-    @classmethod
-    def one(cls, *, latency: float | None, error: bool) -> Observed:
-        return cls().add(latency=latency, error=error)
-
 
 class AdaptiveController:
     """Feeds responses into the domain's window; applies the rule when a window closes."""

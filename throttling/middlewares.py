@@ -129,7 +129,7 @@ class ThrottleMiddleware:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting, self._held_since = 0, 0.0
         self._observed: dict[str, Observed] = {}  # by host, until its OBSERVE_SECONDS are up
-        self._observing: set[asyncio.Task] = set()  # calls to Redis under way (observations, takes)
+        self._calls: set[asyncio.Task] = set()  # calls to Redis under way (takes, observations)
         self._takers: dict[tuple[str, str], list[asyncio.Future]] = {}  # requests waiting to ask, by (host, egress)
         self._taking: set[tuple[str, str]] = set()  # (host, egress) whose take is under way
 
@@ -195,9 +195,7 @@ class ThrottleMiddleware:
         self._takers.setdefault(key, []).append(waiter)
         if key not in self._taking:
             self._taking.add(key)
-            task = asyncio.get_running_loop().create_task(self._send_takes(key))
-            self._observing.add(task)
-            task.add_done_callback(self._observing.discard)
+            self._call(self._send_takes(key))
         return await waiter
 
     async def _send_takes(self, key: tuple[str, str]) -> None:
@@ -279,9 +277,13 @@ class ThrottleMiddleware:
     def _send_observed(self, host: str) -> None:
         observed = self._observed.pop(host, None)
         if observed is not None:
-            task = asyncio.get_running_loop().create_task(self._feed(host, observed))
-            self._observing.add(task)
-            task.add_done_callback(self._observing.discard)
+            self._call(self._feed(host, observed))
+
+    def _call(self, coro: Any) -> None:
+        """Run a Redis call on the loop without waiting for it here; close() waits for every one under way."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
 
     async def _feed(self, host: str, observed: Observed) -> None:
         """Feed a host's outcomes to its domain's controller. Redis away: the crawl goes on at the rate it had."""
@@ -310,8 +312,8 @@ class ThrottleMiddleware:
     async def close(self) -> None:
         for host in list(self._observed):  # what the crawl's last responses said, before their interval is up
             self._send_observed(host)
-        while self._observing:
-            await asyncio.gather(*self._observing, return_exceptions=True)
+        while self._calls:
+            await asyncio.gather(*self._calls, return_exceptions=True)
         if self._redis is not None and self._loop is asyncio.get_running_loop():
             await self._redis.aclose()
         self._redis = self._loop = None

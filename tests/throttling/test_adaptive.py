@@ -106,7 +106,7 @@ def test_one_caller_closes_each_window_with_every_workers_responses():
     ctl, client = controller(buckets), get_redis()
 
     answers = [
-        ctl.observe(client, host="example.test", observed=Observed.one(latency=0.1, error=i % 2 == 0))
+        ctl.observe(client, host="example.test", observed=Observed().add(latency=0.1, error=i % 2 == 0))
         for i in range(10)
     ]
 
@@ -134,7 +134,7 @@ def test_a_rule_with_adaptive_off_ignores_the_controller():
     ctl = controller(buckets)
 
     assert all(
-        ctl.observe(client, host="example.test", observed=Observed.one(latency=1.0, error=True)) is None
+        ctl.observe(client, host="example.test", observed=Observed().add(latency=1.0, error=True)) is None
         for _ in range(10)
     )
     buckets.take(client, host="example.test", egress="a")
@@ -149,7 +149,7 @@ def test_domains_without_a_rule_adapt_per_the_defaults():
     ctl = controller(buckets)
 
     states = [
-        ctl.observe(client, host="unruled.test", observed=Observed.one(latency=None, error=True)) for _ in range(5)
+        ctl.observe(client, host="unruled.test", observed=Observed().add(latency=None, error=True)) for _ in range(5)
     ]
 
     assert states[-1] is not None and states[-1].factor == pytest.approx(0.5)

@@ -2,9 +2,9 @@
 
 `<TRAWL_PACKAGE_CACHE_DIR>/<sha256>/` is a `python -m venv` whose site-packages holds the wheel and the dependencies
 pip installed for it, followed (through a .pth file) by Trawl's own site-packages: a dependency the package pins wins,
-everything else (Scrapy, Twisted, Django) is Trawl's. `<sha256>.lock` beside it is an flock: whoever builds holds it
-exclusively, whoever runs a crawl from the environment holds it shared for as long as the child process lives, and
-pruning takes it exclusively without waiting, so an environment in use is never removed.
+everything else (Scrapy, Twisted, Django) is Trawl's. `<sha256>.lock` beside it is an flock held shared by whoever
+builds the environment and by every crawl child process using it; pruning takes it exclusively without waiting, so an
+environment being built or used is never removed. Builds are serialized by `<sha256>.build`.
 """
 
 from __future__ import annotations
@@ -82,25 +82,30 @@ def env_lease(*, package: Package) -> tuple[PackageEnv, int]:
     env = env_of(package.sha256)
     fd = os.open(cache_dir() / f"{package.sha256}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        while True:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            if env.ready():
-                return env, fd
-            # Unlock before asking for the exclusive lock: two processes upgrading at once would wait on each other.
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                if not env.ready():
-                    env_build(env=env, package=package)
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+        # Held shared while building too, so pruning (exclusive, never waiting) cannot remove a build under way.
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        if not env.ready():
+            _build_once(env=env, package=package)
+        return env, fd
     except BaseException:
         os.close(fd)
         raise
 
 
+def _build_once(*, env: PackageEnv, package: Package) -> None:
+    """Builds are serialized by a lock of their own: upgrading the shared lock to exclusive would wait for every
+    crawl holding it, hours for a long one, and forever when that holder is this process's other thread."""
+    build_fd = os.open(cache_dir() / f"{package.sha256}.build", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(build_fd, fcntl.LOCK_EX)
+        if not env.ready():
+            env_build(env=env, package=package)
+    finally:
+        os.close(build_fd)
+
+
 def env_build(*, env: PackageEnv, package: Package) -> None:
-    """venv + pip install of the wheel and its Requires-Dist. Call with the exclusive lock held."""
+    """venv + pip install of the wheel and its Requires-Dist. Call with the build lock held."""
     started = time.monotonic()
     shutil.rmtree(env.root, ignore_errors=True)  # a build that died half-way left no marker: start over
     _run([sys.executable, "-m", "venv", "--without-pip", str(env.root)], what="python -m venv")

@@ -3,6 +3,7 @@ touching Trawl's; pruned only when unused and not held by a running child."""
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import subprocess
@@ -100,3 +101,24 @@ def test_an_environment_is_pruned_once_deprecated_and_released(tmp_path):
     os.close(fd)
     assert envs_prune(unused=packages_unused) == [sha]
     assert not env.root.exists()
+
+
+def test_a_build_does_not_wait_for_crawls_holding_the_environment(tmp_path):
+    """A crawl child holds the shared lock for its whole life; a build must not wait for it to end (it used to
+    upgrade to an exclusive lock, which waited for every holder: forever when the holder was its own process)."""
+    version = packaged(tmp_path, dep="1.0")
+    sha = version.package.sha256
+    (tmp_path / "envs").mkdir()
+    held = os.open(tmp_path / "envs" / f"{sha}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(held, fcntl.LOCK_SH)
+    leases = []
+    builder = threading.Thread(target=lambda: leases.append(env_lease(package=version.package)), daemon=True)
+    try:
+        builder.start()
+        builder.join(timeout=120)
+        assert not builder.is_alive(), "the build waited for the crawl holding the environment's lock"
+        env, fd = leases[0]
+        assert env.ready()
+        os.close(fd)
+    finally:
+        os.close(held)

@@ -11,7 +11,7 @@ Then, on a worker with two pool processes (bench/_durable.py): one job with `par
 answers at once, so one process is CPU-bound and a second shard only helps with a spare core; the parallel measure is
 repeated on a site whose every answer takes --latency seconds (as a real site's do), against plain Scrapy on that site.
 
-    .venv/bin/python bench/crawl.py [--pages 2000] [--rounds 2] [--latency 0.1] [--latency-pages 2000]
+    .venv/bin/python bench/crawl.py [--pages 2000] [--rounds 2] [--latency 0.1] [--latency-pages 2000] [--single-only]
 
 Trawl's throttle gets a rule for the site that never runs dry, so it costs its Redis round trip but never waits.
 Uses Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, started if absent) and a throwaway SQLite file.
@@ -247,6 +247,8 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
             )
     summary = report(runs, args.pages) | {"trawl_idle_rss_mib": round(idle / 2**20, 1)}
     stop(worker)  # the durable measures use a worker with two pool processes
+    if args.single_only:
+        return summary
     return summary | durable(args, url, tmp, stack, scrapy_rate=summary["scrapy_mean"])
 
 
@@ -312,6 +314,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds one crawl may take")
     parser.add_argument("--latency", type=float, default=0.1, help="seconds each answer of the latency site takes")
     parser.add_argument("--latency-pages", type=int, default=2000, help="pages of the latency site")
+    parser.add_argument("--single-only", action="store_true", help="skip the parallel, latency and kill measures")
     parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
     args = parser.parse_args()
     exit_on_sigterm()

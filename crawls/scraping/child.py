@@ -9,9 +9,10 @@ process group is the worker's to handle (a warm shutdown hands the crawl back th
 child's scheduler shares), and the parent stops or kills the child itself.
 
 Commands arrive on stdin, one JSON object per line: `crawl {job, spider, settings, kwargs}`, `stop {job}`,
-`check {spider}`, `exit`. Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per
-line: `item`, `stats` (every second), `error` (the first spider exception), `log` (a log record of the crawl, at the
-crawl's LOG_LEVEL, for the job's log), `end` (final stats, finish reason or crawl error), `checked`. The spider's own
+`wake {job}` (its items are stored), `check {spider}`, `exit`. Everything it reports goes to the file descriptor in
+TRAWL_CHILD_FD, one JSON object per line: `item`, `stats` (every second), `error` (the first spider exception), `log`
+(a log record of the crawl, at the crawl's LOG_LEVEL, for the job's log), `store_wanted` (the idle crawl waits for its
+items to be stored), `end` (final stats, finish reason or crawl error), `checked`. The spider's own
 prints go to stderr, never into that channel.
 """
 
@@ -64,6 +65,10 @@ class CrawlServer:
             from scrapy.utils.defer import deferred_from_coro
 
             deferred_from_coro(self.crawler.stop_async())
+        elif kind == "wake" and self.crawler is not None and command.get("job") == self.job:
+            from crawls.scraping.scheduler import wake_engine
+
+            wake_engine(self.crawler)  # its items are stored: the idle crawl asks its frontier again now
         elif kind == "check":
             self.send("checked", spider=command["spider"], error=spider_problem(command["spider"]))
         elif kind == "exit":
@@ -73,6 +78,7 @@ class CrawlServer:
         from scrapy import signals
         from scrapy.crawler import CrawlerRunner
 
+        from crawls.scraping.scheduler import store_wanted
         from registry.spiders import spider_load
 
         self._cancel_idle()
@@ -86,6 +92,7 @@ class CrawlServer:
         crawler.signals.connect(self.on_item, signal=signals.item_scraped, weak=False)
         crawler.signals.connect(self.on_spider_error, signal=signals.spider_error, weak=False)
         crawler.signals.connect(self.on_closed, signal=signals.spider_closed, weak=False)
+        crawler.signals.connect(self.on_store_wanted, signal=store_wanted, weak=False)
         self.crawler = crawler
         self.closed_stats, self.reason = None, ""
         self._forward_log(level=str(command["settings"].get("LOG_LEVEL") or "INFO"))
@@ -103,6 +110,10 @@ class CrawlServer:
             url = getattr(response, "url", "?")
             self.first_error = f"{failure.type.__name__}: {failure.getErrorMessage()} (at {url})"
             self.send("error", job=self.job, d=self.first_error)
+
+    def on_store_wanted(self) -> None:
+        """The crawl is idle until the items it wrote ahead are stored: the parent stores them now, not at its tick."""
+        self.send("store_wanted", job=self.job)
 
     def on_closed(self, spider: Any, reason: str) -> None:
         self.closed_stats, self.reason = dict(self.crawler.stats.get_stats()), reason

@@ -44,7 +44,10 @@ def run_packaged(
             end = _pump(child, session, crawl_id, wait=tick_seconds)
             if end is not None:
                 break
+            wake, session.store_wanted = session.store_wanted, False
             reason = on_tick(session)
+            if wake:
+                child.send(cmd="wake", job=crawl_id)
             if not stopped_because:
                 reason = "timeout" if time.monotonic() >= deadline else reason
                 if reason:
@@ -89,6 +92,9 @@ def _pump(child: Child, session: CrawlSession, crawl_id: str, *, wait: float) ->
             session.first_spider_error = message["d"]
         elif kind == "log":
             _relog(message["d"])
+        elif kind == "store_wanted":
+            session.store_wanted = True
+            return None  # tick now: the crawl waits for its items to be stored
         elif kind == "end":
             return message
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,12 +15,27 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from crawls.scraping.spiders.base import TrawlSpider
 
 
+@dataclass(frozen=True)
+class AllowedHosts:
+    """Host names a crawl may follow links to, with their subdomains. Built once per crawl: checked for every link."""
+
+    names: frozenset[str]
+    suffixes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, domains: list[str]) -> AllowedHosts:
+        # A domain written with a port ("shop.test:8080") means its host: ports are not part of a site's identity here.
+        names = [domain.lower().rsplit(":", 1)[0] if domain.count(":") == 1 else domain.lower() for domain in domains]
+        return cls(frozenset(names), tuple(f".{name}" for name in names))
+
+    def allow(self, url: str) -> bool:
+        # By host name, not netloc: Scrapy's url_is_from_any_domain would compare "host:port" with "host".
+        host = (urlsplit(url).hostname or "").lower()
+        return host in self.names or host.endswith(self.suffixes)
+
+
 def host_allowed(url: str, domains: list[str]) -> bool:
-    # By host name, not netloc: Scrapy's url_is_from_any_domain would compare "host:port" with "host".
-    host = (urlsplit(url).hostname or "").lower()
-    # A domain written with a port ("shop.test:8080") means its host: ports are not part of a site's identity here.
-    names = [domain.lower().rsplit(":", 1)[0] if domain.count(":") == 1 else domain.lower() for domain in domains]
-    return any(host == name or host.endswith(f".{name}") for name in names)
+    return AllowedHosts.of(domains).allow(url)
 
 
 def parse_cookie(header: str) -> dict[str, str]:
@@ -40,6 +56,7 @@ class LinkSpider(TrawlSpider):
         opts = self.options
         self.maxdepth = int(opts.get("maxdepth", 0))
         self.allowed_domains = list(opts.get("allowed_domains") or [urlsplit(self.start_urls[0]).hostname])
+        self.allowed_hosts = AllowedHosts.of(self.allowed_domains)
         self.expires = float(opts.get("expires") or 0)
         self.attrs = dict(opts.get("attrs") or {})
         self.cookies = parse_cookie(opts.get("cookie") or "")
@@ -64,6 +81,6 @@ class LinkSpider(TrawlSpider):
         if depth >= self.maxdepth or not is_text:
             return
         for link in self.links.extract_links(response):
-            if not host_allowed(link.url, self.allowed_domains):
+            if not self.allowed_hosts.allow(link.url):
                 continue
             yield scrapy.Request(link.url, cookies=self.cookies, meta={"trawl_depth": depth + 1})

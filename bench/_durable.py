@@ -49,13 +49,14 @@ def wait_job(job_id, *, timeout: float, until=lambda job: False):
     raise RuntimeError(f"job {job_id} still {job.status} after {timeout:.0f} s")
 
 
-def run_parallel(url: str, *, maxdepth: int, timeout: float, tail) -> tuple[int, float]:
-    """One job with parallelism 2; (pages, crawl seconds claim → finished)."""
+def run_parallel(url: str, *, maxdepth: int, timeout: float, tail, parallelism: int = 2) -> tuple[int, float]:
+    """One job with `parallelism` shards; (pages, crawl seconds claim → finished)."""
     from crawls.services import job_create
 
-    job = wait_job(job_create(url=url, options={"maxdepth": maxdepth}, parallelism=2).pk, timeout=timeout)
+    job = job_create(url=url, options={"maxdepth": maxdepth}, parallelism=parallelism)
+    job = wait_job(job.pk, timeout=timeout)
     if job.status != "succeeded":
-        raise RuntimeError(f"parallel job {job.pk} {job.status} {job.error_message}\n{tail()}")
+        raise RuntimeError(f"job {job.pk} (parallelism {parallelism}) {job.status} {job.error_message}\n{tail()}")
     return job.stats["pages"], job.duration
 
 

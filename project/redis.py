@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+from pathlib import Path
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -21,6 +24,30 @@ def get_redis() -> redis.Redis:
         retry_on_timeout=True,
         decode_responses=True,
     )
+
+
+class LuaScript:
+    """A Lua script run with EVALSHA by blocking and asyncio clients alike, loaded once more when Redis lost it (a
+    restart, SCRIPT FLUSH). redis-py's `register_script` binds a script to one client; a crawl's throttle calls the
+    same script from both kinds."""
+
+    def __init__(self, path: Path) -> None:
+        self.source = path.read_text()
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+
+    def run(self, client: redis.Redis, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            self.sha = client.script_load(self.source)
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+
+    async def run_async(self, client: Any, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            self.sha = await client.script_load(self.source)
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
 
 
 def redis_key(*parts: object) -> str:

@@ -1,16 +1,15 @@
 """Politeness token buckets in Redis, shared by every worker: key names, the Lua script, what its answer means.
 
-The rule itself (refill, take from both buckets or neither, how long to wait) is `throttle.lua`, run with EVALSHA
+The rule itself (refill, take from both buckets or neither, how long to wait) is `buckets.lua`, run with EVALSHA
 so every decision is atomic and costs one round trip. Time comes from Redis `TIME`. This module only names keys,
-resolves a host to the domains whose rules may apply, and runs the script (blocking or asyncio). No Django here:
-the benchmark and the Scrapy middleware use it as is.
+resolves a host to the domains whose rules may apply, and runs the script (blocking or asyncio). It reads no Django
+setting: the benchmark and the Scrapy middleware use it as is.
 """
 
 from __future__ import annotations
 
 import email.utils
 import functools
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,9 @@ from typing import Any
 import redis
 import tldextract
 
-SCRIPT = Path(__file__).with_name("buckets.lua").read_text()
-SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
+from project.redis import LuaScript
+
+SCRIPT = Path(__file__).with_name("buckets.lua")
 GRANTED, WAIT, BLOCKED, STALE = "granted", "wait", "blocked", "stale"
 _STATUSES = {1: GRANTED, 0: WAIT, -1: BLOCKED, -2: STALE}
 _RULES = {1: "host", 2: "domain", 3: "default"}
@@ -73,7 +73,7 @@ class TokenBuckets:
     def __init__(self, *, defaults: Limits, prefix: str) -> None:
         self.defaults = defaults
         self.prefix = prefix
-        self.sha = SCRIPT_SHA
+        self.script = LuaScript(SCRIPT)
         self.rules_loaded_key = f"{prefix}:loaded"
         self.rules_index_key = f"{prefix}:rules"
         self.version_key = f"{prefix}:version"
@@ -106,31 +106,17 @@ class TokenBuckets:
 
     def take(self, client: redis.Redis, *, host: str, egress: str, tokens: int = 1) -> Decision:
         """Take `tokens` from both buckets, or as many as they hold (at least one), or none and say how long to wait."""
-        return _decision(self._eval(client, *self._call(host, egress, "take", tokens=tokens)))
+        return _decision(self.script.run(client, *self._call(host, egress, "take", tokens=tokens)))
 
     async def take_async(self, client: Any, *, host: str, egress: str, tokens: int = 1) -> Decision:
-        return _decision(await self._eval_async(client, *self._call(host, egress, "take", tokens=tokens)))
+        return _decision(await self.script.run_async(client, *self._call(host, egress, "take", tokens=tokens)))
 
     def pause(self, client: redis.Redis, *, host: str, seconds: float) -> float:
         """Empty the domain's bucket and refill nothing for `seconds`, for every worker. Returns the pause left."""
-        return self._eval(client, *self._call(host, "-", "pause", seconds))[1] / 1000
+        return self.script.run(client, *self._call(host, "-", "pause", seconds))[1] / 1000
 
     async def pause_async(self, client: Any, *, host: str, seconds: float) -> float:
-        return (await self._eval_async(client, *self._call(host, "-", "pause", seconds)))[1] / 1000
-
-    def _eval(self, client: redis.Redis, keys: list[str], args: list[Any]) -> list[int]:
-        try:
-            return client.evalsha(self.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:  # Redis restarted or SCRIPT FLUSH: load it once more
-            self.sha = client.script_load(SCRIPT)
-            return client.evalsha(self.sha, len(keys), *keys, *args)
-
-    async def _eval_async(self, client: Any, keys: list[str], args: list[Any]) -> list[int]:
-        try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            self.sha = await client.script_load(SCRIPT)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        return (await self.script.run_async(client, *self._call(host, "-", "pause", seconds)))[1] / 1000
 
 
 def _decision(reply: list[int]) -> Decision:

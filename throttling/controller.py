@@ -9,18 +9,17 @@ slows down or speeds up together. No Django here, like buckets.py.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
 
+from project.redis import LuaScript
 from throttling.adaptive import AdaptiveConfig, AdaptiveState, Window, adapt
 from throttling.buckets import TokenBuckets, registered_domain
 
-SCRIPT = Path(__file__).with_name("adaptive.lua").read_text()
-SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
+SCRIPT = Path(__file__).with_name("adaptive.lua")
 # How long a host's responses gather in a worker before one call adds them to its window (whose decisions come every
 # few seconds): a fast crawl pays one Redis call per host per interval, not one per response.
 OBSERVE_SECONDS = 0.25
@@ -56,7 +55,7 @@ class AdaptiveController:
     def __init__(self, *, buckets: TokenBuckets, config: AdaptiveConfig) -> None:
         self.buckets = buckets
         self.config = config
-        self.sha = SCRIPT_SHA
+        self.script = LuaScript(SCRIPT)
 
     def _call(self, host: str, observed: Observed) -> tuple[list[str], list[Any], str, str]:
         host = host.lower().rstrip(".")
@@ -69,11 +68,7 @@ class AdaptiveController:
     async def observe_async(self, client: Any, *, host: str, observed: Observed) -> AdaptiveState | None:
         """Add what was observed to the host's window; returns the new state when this call closed it, else None."""
         keys, args, host, domain = self._call(host, observed)
-        try:
-            reply = await client.evalsha(self.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            self.sha = await client.script_load(SCRIPT)
-            reply = await client.evalsha(self.sha, len(keys), *keys, *args)
+        reply = await self.script.run_async(client, keys, args)
         if not int(reply[0]):
             return None
         key = self.buckets.state_key(host if int(reply[1]) == 1 else domain)
@@ -84,11 +79,7 @@ class AdaptiveController:
     def observe(self, client: redis.Redis, *, host: str, observed: Observed) -> AdaptiveState | None:
         """The blocking twin of `observe_async` (benchmarks, tests)."""
         keys, args, host, domain = self._call(host, observed)
-        try:
-            reply = client.evalsha(self.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            self.sha = client.script_load(SCRIPT)
-            reply = client.evalsha(self.sha, len(keys), *keys, *args)
+        reply = self.script.run(client, keys, args)
         if not int(reply[0]):
             return None
         key = self.buckets.state_key(host if int(reply[1]) == 1 else domain)

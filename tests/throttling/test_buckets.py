@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import time
 from email.utils import formatdate
 
 import pytest
 import redis
+import redis.asyncio
 from django.conf import settings
 
 from crawls.services.jobs import job_create
@@ -168,12 +170,29 @@ def test_scale_multiplies_both_rates():
 
 def test_a_missing_script_is_loaded_again():
     buckets = bench_buckets(rate=10, burst=10, ip_rate=10, ip_burst=10)
-    buckets.sha = "0" * 40  # what a Redis restart or SCRIPT FLUSH looks like to us
+    buckets.script.sha = "0" * 40  # what a Redis restart or SCRIPT FLUSH looks like to us
 
     decision = buckets.take(get_redis(), host="example.test", egress="a")
 
     assert decision.status == GRANTED
-    assert buckets.sha != "0" * 40
+    assert buckets.script.sha != "0" * 40
+
+
+def test_a_missing_script_is_loaded_again_by_an_asyncio_client():
+    buckets = bench_buckets(rate=10, burst=10, ip_rate=10, ip_burst=10)
+    buckets.script.sha = "0" * 40
+
+    async def take():
+        client = redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+        try:
+            return await buckets.take_async(client, host="example.test", egress="a")
+        finally:
+            await client.aclose()
+
+    decision = asyncio.run(take())
+
+    assert decision.status == GRANTED
+    assert buckets.script.sha != "0" * 40
 
 
 def test_time_comes_from_redis_not_from_the_caller():

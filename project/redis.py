@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -31,8 +30,8 @@ class LuaScript:
     restart, SCRIPT FLUSH). redis-py's `register_script` binds a script to one client; a crawl's throttle calls the
     same script from both kinds."""
 
-    def __init__(self, path: Path) -> None:
-        self.source = path.read_text()
+    def __init__(self, source: str) -> None:
+        self.source = source
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
     def run(self, client: redis.Redis, keys: list[str], args: list[Any]) -> Any:

@@ -19,7 +19,7 @@ import tldextract
 
 from project.redis import LuaScript
 
-SCRIPT = Path(__file__).with_name("buckets.lua")
+SCRIPT = Path(__file__).with_name("buckets.lua").read_text()
 GRANTED, WAIT, BLOCKED, STALE = "granted", "wait", "blocked", "stale"
 _STATUSES = {1: GRANTED, 0: WAIT, -1: BLOCKED, -2: STALE}
 _RULES = {1: "host", 2: "domain", 3: "default"}

@@ -19,7 +19,7 @@ from project.redis import LuaScript
 from throttling.adaptive import AdaptiveConfig, AdaptiveState, Window, adapt
 from throttling.buckets import TokenBuckets, registered_domain
 
-SCRIPT = Path(__file__).with_name("adaptive.lua")
+SCRIPT = Path(__file__).with_name("adaptive.lua").read_text()
 # How long a host's responses gather in a worker before one call adds them to its window (whose decisions come every
 # few seconds): a fast crawl pays one Redis call per host per interval, not one per response.
 OBSERVE_SECONDS = 0.25

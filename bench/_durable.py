@@ -49,7 +49,7 @@ def wait_job(job_id, *, timeout: float, until=lambda job: False):
     raise RuntimeError(f"job {job_id} still {job.status} after {timeout:.0f} s")
 
 
-def run_parallel(url: str, *, maxdepth: int, timeout: float, tail, parallelism: int = 2) -> tuple[int, float]:
+def run_job(url: str, *, maxdepth: int, timeout: float, tail, parallelism: int = 2) -> tuple[int, float]:
     """One job with `parallelism` shards; (pages, crawl seconds claim → finished)."""
     from crawls.services import job_create
 

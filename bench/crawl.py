@@ -50,7 +50,7 @@ from _common import (
     stop,
     write_link_site,
 )
-from _durable import PARALLEL_GOAL, REFETCH_GOAL, run_killed, run_parallel
+from _durable import PARALLEL_GOAL, REFETCH_GOAL, run_job, run_killed
 
 GOAL = 0.90
 MAXDEPTH = 50
@@ -257,7 +257,7 @@ def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.Exi
     # Heartbeats every second, so the bench's reaper (3 s) finds the killed crawl at once and no live one.
     start_worker(tmp, stack, concurrency=2, env={"TRAWL_HEARTBEAT_SECONDS": "1"})
     log = lambda: tail(tmp / "worker.log")  # noqa: E731
-    pages, seconds = run_parallel(url, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
+    pages, seconds = run_job(url, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
     parallel = pages / seconds / scrapy_rate
     print(f"\nparallelism 2, worker -c 2: {pages} pages in {seconds:.2f} s = {pages / seconds:.1f} pages/s")
     verdict = "PASS" if parallel >= PARALLEL_GOAL else "BELOW GOAL"
@@ -292,8 +292,8 @@ def latency_bound(args: argparse.Namespace, tmp: Path) -> dict:
     log = lambda: tail(tmp / "worker.log")  # noqa: E731
     with served(tmp / "latency-site", delay=args.latency) as base:
         scrapy_run = run_scrapy(base + start_path, tmp, 0, args.timeout)
-        one = run_parallel(base + start_path, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log, parallelism=1)
-        two = run_parallel(base + start_path, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
+        one = run_job(base + start_path, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log, parallelism=1)
+        two = run_job(base + start_path, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
     single, ratio = (pages / seconds / scrapy_run.rate for pages, seconds in (one, two))
     print(f"\nsite answering after {args.latency:g} s: scrapy {scrapy_run.pages} pages in {scrapy_run.seconds:.2f} s")
     for name, (pages, seconds) in (("one job", one), ("parallelism 2", two)):

@@ -42,6 +42,12 @@ def shard_join(*, job_id: str, attempt: int, shard: int, worker: str) -> CrawlJo
     return job
 
 
+def frontier_settings(*, job_id: str, attempt: int, shard: int) -> dict[str, Any]:
+    """The Scrapy settings that make a crawl one shard of a job's frontier in Redis."""
+    spec = {"job": job_id, "attempt": attempt, "shard": shard}
+    return {"SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER, "TRAWL_FRONTIER": spec}
+
+
 class Shard:
     """One shard of one attempt, as the task thread sees it: acknowledgements, progress, the end."""
 
@@ -51,8 +57,7 @@ class Shard:
         self.frontier = Frontier(job.pk, attempt=job.attempt, shard=index)
 
     def scrapy_settings(self) -> dict[str, Any]:
-        spec = {"job": str(self.job.pk), "attempt": self.job.attempt, "shard": self.index}
-        return {"SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER, "TRAWL_FRONTIER": spec}
+        return frontier_settings(job_id=str(self.job.pk), attempt=self.job.attempt, shard=self.index)
 
     def publish_others(self) -> None:
         if self.index == 0 and self.job.parallelism > 1:

@@ -10,6 +10,7 @@ import pytest
 from crawls.frontier import Frontier
 from crawls.scraping.children import child_discard, child_for
 from crawls.scraping.packaged import run_packaged
+from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
@@ -24,28 +25,16 @@ def test_a_packaged_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_
     job = uuid.uuid4().hex
     frontier = Frontier(job)
 
-    def tick(session):  # what JobTracker does: store the drained items, then tell the frontier
-        if stored := len(session.drain(100)):
-            frontier.stored(stored)
-        return ""
-
-    settings = {
-        "TELNETCONSOLE_ENABLED": False,
-        "LOG_LEVEL": "ERROR",
-        "SCHEDULER": "crawls.scraping.scheduler.FrontierScheduler",
-        "DUPEFILTER_CLASS": "crawls.scraping.scheduler.FrontierDupeFilter",
-        "TRAWL_FRONTIER": {"job": job, "attempt": 1, "shard": 0},
-    }
     child = child_for(version.package)  # started (and its environment built) before the clock runs
     try:
         started = time.monotonic()
         crawl, _ = run_packaged(
             package=version.package,
             spider="trawlshop.spiders.ShopSpider",
-            settings=settings,
+            settings=frontier_crawl_settings(job),
             spider_kwargs={"url": f"{site.url}/product-1.html"},
             timeout=120,
-            on_tick=tick,
+            on_tick=storing_tick(frontier),
             tick_seconds=30,
         )
         seconds = time.monotonic() - started

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from crawls.models import CrawlJob
@@ -93,9 +96,6 @@ def test_every_shard_runs_the_version_its_first_shard_was_routed_to(requester, b
 
 
 def test_the_last_shard_waits_for_the_others_final_numbers(requester, builtins):
-    import threading
-    import time
-
     job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
     last, other = Shard(job, index=0), Shard(job, index=1)
     other.total({"pages": 7})  # left the frontier; its task is about to record its last pages

@@ -88,28 +88,18 @@ django.setup()
 from crawls.frontier import Frontier
 from crawls.scraping.runner import run_spider
 from crawls.scraping.spiders.link import LinkSpider
+from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job = sys.argv[1], uuid.uuid4().hex
 frontier = Frontier(job)
 
-def tick(session):  # what JobTracker does: store the drained items, then tell the frontier
-    if stored := len(session.drain(100)):
-        frontier.stored(stored)
-    return ""
-
 started = time.monotonic()
 crawl, session = run_spider(
     spider_cls=LinkSpider,
-    settings={
-        "TELNETCONSOLE_ENABLED": False,
-        "LOG_LEVEL": "ERROR",
-        "SCHEDULER": "crawls.scraping.scheduler.FrontierScheduler",
-        "DUPEFILTER_CLASS": "crawls.scraping.scheduler.FrontierDupeFilter",
-        "TRAWL_FRONTIER": {"job": job, "attempt": 1, "shard": 0},
-    },
+    settings=frontier_crawl_settings(job),
     spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 0}, "config": {}},
     timeout=120,
-    on_tick=tick,
+    on_tick=storing_tick(frontier),
     tick_seconds=30,
 )
 print(crawl.finish_reason, crawl.stats.get("item_scraped_count"), f"{time.monotonic() - started:.1f}", flush=True)

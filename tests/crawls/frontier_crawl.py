@@ -1,0 +1,24 @@
+"""A crawl on a job's frontier without the job machinery: its Scrapy settings and a tick storing its items."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from crawls.frontier import Frontier
+from crawls.services.shards import frontier_settings
+
+
+def frontier_crawl_settings(job: str) -> dict[str, Any]:
+    return {"TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR", **frontier_settings(job_id=job, attempt=1, shard=0)}
+
+
+def storing_tick(frontier: Frontier) -> Callable[[Any], str]:
+    """What JobTracker does every tick: store the drained items (here: drop them), then tell the frontier."""
+
+    def tick(session: Any) -> str:
+        if stored := len(session.drain(100)):
+            frontier.stored(stored)
+        return ""
+
+    return tick

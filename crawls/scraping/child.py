@@ -78,18 +78,19 @@ class CrawlServer:
         from scrapy import signals
         from scrapy.crawler import CrawlerRunner
 
+        from crawls.scraping.handoff import item_passed, with_item_handoff
         from crawls.scraping.scheduler import store_wanted
         from registry.spiders import spider_load
 
         self._cancel_idle()
         self.job, self.first_error = command["job"], ""
         try:
-            runner = CrawlerRunner(command["settings"])
+            runner = CrawlerRunner(with_item_handoff(command["settings"]))
             crawler = runner.create_crawler(spider_load(command["spider"]))
         except Exception as exc:  # the spider cannot be loaded or built: the job's error, not the child's
             self.send("end", job=self.job, stats={}, reason="", crawl_error=f"{type(exc).__name__}: {exc}")
             return self._arm_idle()
-        crawler.signals.connect(self.on_item, signal=signals.item_scraped, weak=False)
+        crawler.signals.connect(self.on_item, signal=item_passed, weak=False)
         crawler.signals.connect(self.on_spider_error, signal=signals.spider_error, weak=False)
         crawler.signals.connect(self.on_closed, signal=signals.spider_closed, weak=False)
         crawler.signals.connect(self.on_store_wanted, signal=store_wanted, weak=False)
@@ -100,10 +101,8 @@ class CrawlServer:
         deferred = runner.crawl(crawler, **command["kwargs"])
         deferred.addCallbacks(lambda _: self.finished(""), lambda f: self.finished(f"{f.type.__name__}: {f.value}"))
 
-    def on_item(self, item: Any, response: Any, spider: Any) -> None:
-        from itemadapter import ItemAdapter
-
-        self.send("item", job=self.job, d=ItemAdapter(item).asdict())
+    def on_item(self, data: dict[str, Any]) -> None:
+        self.send("item", job=self.job, d=data)
 
     def on_spider_error(self, failure: Any, response: Any, spider: Any) -> None:
         if not self.first_error:
@@ -218,6 +217,9 @@ def main() -> None:
 
     server = CrawlServer(out=out, reactor=reactor, idle_seconds=float(settings.TRAWL_PACKAGE_CHILD_IDLE_SECONDS))
     threading.Thread(target=server.read_commands, name="commands", daemon=True).start()
+    from crawls.scraping.runtime import tune_gc
+
+    tune_gc()
     reactor.callWhenRunning(server.send, "ready", pid=os.getpid())
     reactor.callWhenRunning(server._arm_idle)
     reactor.run(installSignalHandlers=False)

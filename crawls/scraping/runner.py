@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import crochet
-from itemadapter import ItemAdapter
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler, CrawlerRunner
 from scrapy.utils.defer import deferred_from_coro
 
+from crawls.scraping.handoff import item_passed, with_item_handoff
 from crawls.scraping.runtime import ensure_reactor
 from crawls.scraping.scheduler import store_wanted, wake_engine
 
@@ -45,8 +45,7 @@ class CrawlSession:
         self.store_wanted = True
         self.wake.set()
 
-    def on_item(self, item: Any, response: Any, spider: Spider) -> None:
-        data = ItemAdapter(item).asdict()
+    def on_item(self, data: dict[str, Any]) -> None:
         while not self.abandoned:  # blocks the reactor while the queue is full: backpressure onto the crawl
             try:
                 self.items.put(data, timeout=0.5)
@@ -87,7 +86,7 @@ def _start(spider_cls: type[Spider], settings: dict, spider_kwargs: dict, sessio
     runner = CrawlerRunner(settings)
     crawler = runner.create_crawler(spider_cls)
     # weak=False: these are bound methods of a short-lived object that nothing else references.
-    crawler.signals.connect(session.on_item, signal=signals.item_scraped, weak=False)
+    crawler.signals.connect(session.on_item, signal=item_passed, weak=False)
     crawler.signals.connect(session.on_spider_error, signal=signals.spider_error, weak=False)
     crawler.signals.connect(session.on_spider_closed, signal=signals.spider_closed, weak=False)
     crawler.signals.connect(session.on_store_wanted, signal=store_wanted, weak=False)
@@ -143,7 +142,7 @@ def run_spider(
     """
     ensure_reactor()
     session = CrawlSession()
-    result = _start(spider_cls, settings, spider_kwargs, session)
+    result = _start(spider_cls, with_item_handoff(settings), spider_kwargs, session)
     try:
         stopped_because, crawl_error = _wait(result, session, timeout=timeout, on_tick=on_tick, tick=tick_seconds)
     except BaseException:

@@ -25,7 +25,6 @@ from typing import Any
 
 import redis
 from django.conf import settings as django_settings
-from itemadapter import ItemAdapter
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.dupefilters import BaseDupeFilter
@@ -33,6 +32,7 @@ from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.request import request_from_dict
 
 from crawls.frontier import Frontier, async_binary_redis, compact_fingerprint
+from crawls.scraping.handoff import HANDOFF, handoff_configured, item_passed
 
 logger = logging.getLogger("trawl.frontier")
 
@@ -40,6 +40,9 @@ logger = logging.getLogger("trawl.frontier")
 # holds requests): whoever stores this crawl's items (crawls.scraping.runner) should do it now, not at its next tick.
 store_wanted = object()
 IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
+# Requests this shard queued, kept as objects until it takes them back (most of a shard's requests are its own), so
+# taking one costs no unpickling; beyond this many, or when another shard takes them, they are rebuilt from Redis.
+REQUESTS_KEPT_MAX = 10_000
 COMMIT_RETRY_MAX_PAUSE = 2.0  # seconds between tries of a commit while Redis is away (TRAWL_INFRA_PATIENCE_SECONDS)
 
 
@@ -96,6 +99,7 @@ class FrontierScheduler(BaseScheduler):
         self.items: list[bytes] = []  # items scraped, to write ahead with the requests that yielded them
         self.done: list[bytes] = []  # requests the engine is done with, to take out of flight with what they yielded
         self.flush_call: Any = None
+        self.kept: dict[bytes, Request] = {}  # payload -> the request it was made of (REQUESTS_KEPT_MAX)
         self.local: deque[Request] = deque()  # requests that cannot be serialized (not durable, as Scrapy's own)
         self.renewal: Any = None
         self.leave = ""  # "done" / "last" once this shard left the job
@@ -125,7 +129,9 @@ class FrontierScheduler(BaseScheduler):
         self.renewal = LoopingCall(self._renew)
         self.renewal.start(max(0.5, self.frontier.lease_ms / 3000), now=False)
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle, weak=False)
-        self.crawler.signals.connect(self._on_item, signal=signals.item_scraped, weak=False)
+        if not handoff_configured(self.crawler):  # the items would not be written ahead: lost if the shard dies
+            raise RuntimeError(f"FrontierScheduler needs {HANDOFF} in ITEM_PIPELINES (crawls.scraping.handoff)")
+        self.crawler.signals.connect(self._on_item, signal=item_passed, weak=False)
         _on_request_finished(self.crawler, self._finished)
 
     def close(self, reason: str) -> Any:
@@ -169,11 +175,13 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/enqueued")
             return True
         self.outbox.append((payload, request.priority, fingerprint))
+        if len(self.kept) < REQUESTS_KEPT_MAX:
+            self.kept[payload] = request
         self._send_soon()
         return True
 
-    def _on_item(self, item: Any, response: Any, spider: Spider) -> None:
-        self.items.append(json.dumps(ItemAdapter(item).asdict(), default=str).encode())
+    def _on_item(self, data: dict[str, Any]) -> None:
+        self.items.append(json.dumps(data, default=str).encode())
         self._send_soon()
 
     def _send_soon(self) -> None:
@@ -247,6 +255,9 @@ class FrontierScheduler(BaseScheduler):
             self.commits.discard(asyncio.current_task())
             self._send_outbox()  # what came while this one was under way
             wake_engine(self.crawler)  # requests taken, or a slot free
+        for (payload, _, _), was_queued in zip(sending, committed.queued, strict=True):
+            if not was_queued:
+                self.kept.pop(payload, None)  # seen by another shard first: never taken by this one
         queued = sum(committed.queued)
         # Seen by another shard first: filtered there, not here.
         self.stats.inc_value("dupefilter/filtered", len(sending) - queued)
@@ -262,7 +273,8 @@ class FrontierScheduler(BaseScheduler):
             self._send_outbox()  # what this shard found goes to Redis, and the free slots are filled when it lands
             return None
         member = self.taken.popleft()
-        request = request_from_dict(pickle.loads(Frontier.payload(member)), spider=self.spider)
+        payload = Frontier.payload(member)
+        request = self.kept.pop(payload, None) or request_from_dict(pickle.loads(payload), spider=self.spider)
         self.held[request] = member
         self.stats.inc_value("scheduler/dequeued/redis")
         self.stats.inc_value("scheduler/dequeued")

@@ -11,12 +11,12 @@ import time
 from typing import Any
 
 from django.conf import settings
-from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.task import LoopingCall
 
+from crawls.scraping.handoff import item_passed
 from crawls.scraping.outcome import job_stats
 from ops.monitors import error_rate, monitors_parse
 from project.errors import TrawlError
@@ -80,7 +80,7 @@ class StallWatchdog(_Periodic):
         self.every = min(5.0, max(0.5, seconds / 4))
         self.last_activity = time.monotonic()
         crawler.signals.connect(self.activity, signal=signals.response_received)
-        crawler.signals.connect(self.activity, signal=signals.item_scraped)
+        crawler.signals.connect(self.activity, signal=item_passed)
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> StallWatchdog:
@@ -156,12 +156,12 @@ class FieldCoverage:
     @classmethod
     def from_crawler(cls, crawler: Any) -> FieldCoverage:
         extension = cls(crawler.stats)
-        crawler.signals.connect(extension.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(extension.item_passed, signal=item_passed)
         return extension
 
-    def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
+    def item_passed(self, data: dict[str, Any]) -> None:
         self.stats.inc_value("coverage/items")
-        for number, (name, value) in enumerate(ItemAdapter(item).items()):
+        for number, (name, value) in enumerate(data.items()):
             if number >= COVERAGE_MAX_FIELDS:
                 break
             if value not in (None, "", [], {}):

@@ -135,8 +135,8 @@ def test_the_item_queue_is_bounded_and_the_reactor_waits_for_room():
 
     session = CrawlSession()
     for number in range(ITEM_QUEUE_MAX):
-        session.on_item({"n": number}, None, None)
-    extra = threading.Thread(target=session.on_item, args=({"n": "extra"}, None, None), daemon=True)
+        session.on_item({"n": number})
+    extra = threading.Thread(target=session.on_item, args=({"n": "extra"},), daemon=True)
     extra.start()
     extra.join(1.0)
     assert extra.is_alive(), "an item past the bound was queued without waiting"
@@ -147,4 +147,4 @@ def test_the_item_queue_is_bounded_and_the_reactor_waits_for_room():
     assert len(drained) == 10 and not extra.is_alive()
     assert session.items.qsize() == ITEM_QUEUE_MAX - 10 + 1
     session.abandoned = True  # a crawl nobody drains any more never blocks its reactor
-    session.on_item({"n": "late"}, None, None)
+    session.on_item({"n": "late"})

@@ -45,7 +45,7 @@ def test_field_coverage_counts_non_empty_values():
     coverage = FieldCoverage(crawler.stats)
 
     for item in ({"title": "a", "price": ""}, {"title": "b", "price": "3.00", "tags": []}):
-        coverage.item_scraped(item, None, None)
+        coverage.item_passed(item)
 
     stats = crawler.stats.get_stats()
     assert (stats["coverage/items"], stats["coverage/field/title"], stats["coverage/field/price"]) == (2, 2, 1)

@@ -1,0 +1,111 @@
+"""Items reach Trawl through its last item pipeline (crawls.scraping.handoff); a frontier shard rebuilds only the
+requests it did not keep. Each crawl runs in a subprocess of its own: the reactor is process-wide."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.workers import BASE_DIR
+
+DROPPING_CRAWL = """
+import json, os, sys, uuid
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+import django
+django.setup()
+from scrapy.exceptions import DropItem
+from crawls.frontier import Frontier
+from crawls.scraping import scheduler
+from crawls.scraping.runner import run_spider
+from crawls.scraping.spiders.link import LinkSpider
+from tests.crawls.frontier_crawl import frontier_crawl_settings
+
+class DropProducts:
+    # A version's own pipeline: what it drops must never be stored or written ahead.
+    def process_item(self, item):
+        if "/product-" in item["url"]:
+            raise DropItem("not wanted")
+        return item
+
+sys.modules["__main__"].DropProducts = DropProducts
+scheduler.REQUESTS_KEPT_MAX = 2  # most requests are rebuilt from Redis, as in a shard that did not queue them
+
+url, job = sys.argv[1], uuid.uuid4().hex
+frontier, stored = Frontier(job), []
+
+def tick(session):
+    if batch := session.drain(100):
+        stored.extend(batch)
+        frontier.stored(len(batch))
+    return ""
+
+settings = {**frontier_crawl_settings(job), "ITEM_PIPELINES": {"__main__.DropProducts": 300}}
+crawl, session = run_spider(
+    spider_cls=LinkSpider,
+    settings=settings,
+    spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 50}, "config": {}},
+    timeout=120,
+    on_tick=tick,
+    tick_seconds=0.2,
+)
+stored.extend(session.drain(10_000))
+stats = crawl.stats
+print(json.dumps({
+    "reason": crawl.finish_reason,
+    "stored": [item["url"] for item in stored],
+    "scraped": stats.get("item_scraped_count", 0),
+    "dropped": stats.get("item_dropped_count", 0),
+    "responses": stats.get("downloader/response_count", 0),
+}))
+frontier.delete()
+"""
+
+WITHOUT_HANDOFF = """
+import os, sys, uuid
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+import django
+django.setup()
+from scrapy.crawler import CrawlerProcess
+from crawls.frontier import Frontier
+from crawls.scraping.spiders.link import LinkSpider
+from tests.crawls.frontier_crawl import frontier_crawl_settings
+
+url, job = sys.argv[1], uuid.uuid4().hex
+process = CrawlerProcess(frontier_crawl_settings(job))
+crawler = process.create_crawler(LinkSpider)
+process.crawl(crawler, url=url, start_urls=[url], options={}, config={})
+process.start()
+print("responses", crawler.stats.get_value("downloader/response_count", 0))
+Frontier(job).delete()
+"""
+
+
+def run_script(script: str, url: str, redis_url: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "REDIS_URL": redis_url, "TRAWL_INSTALLATION_ID": "handoff-test"}
+    return subprocess.run(
+        [sys.executable, "-c", script, url], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=180
+    )
+
+
+def test_items_dropped_by_a_version_s_pipeline_are_never_stored_and_each_page_is_fetched_once(site, redis_server):
+    done = run_script(DROPPING_CRAWL, f"{site.url}/index.html", redis_server)
+
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    stored = result["stored"]
+    assert result["reason"] == "finished"
+    assert stored and result["dropped"] > 0
+    assert not [url for url in stored if "/product-" in url]
+    assert len(stored) == result["scraped"], result
+    # One response per page (and an item for each, stored or dropped): requests rebuilt from Redis are the same.
+    assert len(set(stored)) == len(stored)
+    assert result["responses"] == len(stored) + result["dropped"] == 16
+
+
+def test_a_frontier_crawl_without_the_handoff_refuses_to_start(site, redis_server):
+    done = run_script(WITHOUT_HANDOFF, f"{site.url}/index.html", redis_server)
+
+    assert "FrontierScheduler needs crawls.scraping.handoff.ItemHandoff in ITEM_PIPELINES" in done.stderr
+    assert "responses 0" in done.stdout

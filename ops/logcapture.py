@@ -32,6 +32,7 @@ class JobLogCapture(logging.Handler):
         self.sink = sink
         self.pending: list[str] = []
         self.max_chars = settings.TRAWL_JOB_LOG_LINE_CHARS
+        self.writing = threading.Lock()  # one flush at a time (the flusher thread, the job's end): lines stay in order
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.name == logger.name and getattr(record, "joblog_internal", False):
@@ -41,14 +42,15 @@ class JobLogCapture(logging.Handler):
         self.pending.append(record_line(record, max_chars=self.max_chars))
 
     def flush_pending(self) -> None:
-        with self.lock:  # the handler's lock: `emit` runs under it, in whichever thread logged
-            lines, self.pending = self.pending, []
-        try:
-            self.sink.write(lines)
-        except redis.RedisError as exc:
-            with self.lock:  # kept for the next flush; the sink's cap bounds what Redis ends up holding
-                self.pending = lines[-settings.TRAWL_JOB_LOG_MAX_LINES :] + self.pending
-            logger.warning("job log not written yet (%s); retrying", exc, extra={"joblog_internal": True})
+        with self.writing:
+            with self.lock:  # the handler's lock: `emit` runs under it, in whichever thread logged
+                lines, self.pending = self.pending, []
+            try:
+                self.sink.write(lines)
+            except redis.RedisError as exc:
+                with self.lock:  # kept for the next flush; the sink's cap bounds what Redis ends up holding
+                    self.pending = lines[-settings.TRAWL_JOB_LOG_MAX_LINES :] + self.pending
+                logger.warning("job log not written yet (%s); retrying", exc, extra={"joblog_internal": True})
 
 
 def _names_only(record: logging.LogRecord) -> logging.LogRecord:
@@ -88,6 +90,13 @@ def job_log_level(*, level: str) -> None:
         _active.setLevel(numeric)
         for name in LOWERED:
             _logger(name).setLevel(min(_logger(name).getEffectiveLevel(), numeric))
+
+
+def job_log_flush() -> None:
+    """Write what the running attempt logged so far now, not at the next flush (no-op outside an attempt). Called
+    as a job ends: whoever sees its final status finds its log, however short the job was."""
+    if isinstance(_active, JobLogCapture):
+        _active.flush_pending()
 
 
 def _logger(name: str) -> logging.Logger:

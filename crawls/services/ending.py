@@ -21,6 +21,7 @@ from callbacks.services import job_event_emit
 from crawls.frontier import frontier_delete
 from crawls.models import ACTIVE_STATUSES, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_batch_finalize
+from ops.logcapture import job_log_flush
 from ops.services import job_finished_record
 from registry.services import version_rollback_check
 from sources.services.feedback import source_job_feedback
@@ -50,6 +51,7 @@ def job_end(
     expected_status: str = JobStatus.RUNNING,
 ) -> CrawlJob | None:
     """End the job if it is still in `expected_status` at `job.attempt`; None if someone else got there first."""
+    job_log_flush()  # this process may be running the job: its log readable before its final status is
     ended = jobs_end(
         jobs=CrawlJob.objects.filter(pk=job.pk, attempt=job.attempt),
         error_class=error_class,

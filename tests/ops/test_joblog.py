@@ -158,3 +158,15 @@ def test_the_log_is_stored_even_when_the_attempt_raises(job):
 
     assert JobLog.objects.get(job=job, attempt=1).text.endswith("WARNING trawl.jobs about to break")
     assert logging.getLogger("scrapy").level == logging.WARNING
+
+
+def test_the_log_is_readable_as_soon_as_the_job_has_ended(job):
+    """A job shorter than a flush interval: a reader who sees the final status must find the log, not ''."""
+    from crawls.services.ending import job_end
+
+    with job_log_capture(job_id=job.pk, attempt=job.attempt):
+        logging.getLogger("scrapy.core.engine").info("Spider opened")
+        job_end(job=job)
+        lines = job_log_lines(job=CrawlJob.objects.get(pk=job.pk))
+
+    assert [line.split(" ", 1)[1] for line in lines][:1] == ["INFO scrapy.core.engine Spider opened"]

@@ -9,6 +9,7 @@ CPU-bound crawl's reactor (bench/README.md).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from itemadapter import ItemAdapter
@@ -24,15 +25,18 @@ HANDOFF_ORDER = 10**9
 def with_item_handoff(settings: dict[str, Any]) -> dict[str, Any]:
     """`settings` with the handoff as the last item pipeline, whatever the version set (it cannot be switched off:
     without it no item is stored)."""
-    pipelines = dict(settings.get("ITEM_PIPELINES") or {})
+    declared = settings.get("ITEM_PIPELINES") or {}
+    pipelines = dict(json.loads(declared) if isinstance(declared, str) else declared)  # Scrapy takes JSON there too
     pipelines[HANDOFF] = HANDOFF_ORDER
     return {**settings, "ITEM_PIPELINES": pipelines}
 
 
-def handoff_configured(crawler: Any) -> bool:
+def handoff_missing(crawler: Any) -> bool:
+    """True if the crawl's item pipelines are known and the handoff is not among them (a Scrapy whose engine does not
+    show them gets the benefit of the doubt)."""
     scraper = getattr(crawler.engine, "scraper", None)
-    pipelines = getattr(getattr(scraper, "itemproc", None), "middlewares", ())
-    return any(isinstance(pipeline, ItemHandoff) for pipeline in pipelines)
+    pipelines = getattr(getattr(scraper, "itemproc", None), "middlewares", None)
+    return pipelines is not None and not any(isinstance(pipeline, ItemHandoff) for pipeline in pipelines)
 
 
 class ItemHandoff:

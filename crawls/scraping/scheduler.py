@@ -32,7 +32,7 @@ from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.request import request_from_dict
 
 from crawls.frontier import Frontier, async_binary_redis, compact_fingerprint
-from crawls.scraping.handoff import HANDOFF, handoff_configured, item_passed
+from crawls.scraping.handoff import HANDOFF, handoff_missing, item_passed
 
 logger = logging.getLogger("trawl.frontier")
 
@@ -129,7 +129,7 @@ class FrontierScheduler(BaseScheduler):
         self.renewal = LoopingCall(self._renew)
         self.renewal.start(max(0.5, self.frontier.lease_ms / 3000), now=False)
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle, weak=False)
-        if not handoff_configured(self.crawler):  # the items would not be written ahead: lost if the shard dies
+        if handoff_missing(self.crawler):  # the items would not be written ahead: lost if the shard dies
             raise RuntimeError(f"FrontierScheduler needs {HANDOFF} in ITEM_PIPELINES (crawls.scraping.handoff)")
         self.crawler.signals.connect(self._on_item, signal=item_passed, weak=False)
         _on_request_finished(self.crawler, self._finished)

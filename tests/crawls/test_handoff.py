@@ -109,3 +109,12 @@ def test_a_frontier_crawl_without_the_handoff_refuses_to_start(site, redis_serve
 
     assert "FrontierScheduler needs crawls.scraping.handoff.ItemHandoff in ITEM_PIPELINES" in done.stderr
     assert "responses 0" in done.stdout
+
+
+def test_the_handoff_is_added_last_to_pipelines_given_as_a_dict_or_as_json():
+    from crawls.scraping.handoff import HANDOFF, HANDOFF_ORDER, with_item_handoff
+
+    for declared in ({"shop.pipelines.Clean": 300, HANDOFF: None}, '{"shop.pipelines.Clean": 300}'):
+        merged = with_item_handoff({"LOG_LEVEL": "INFO", "ITEM_PIPELINES": declared})
+        assert merged["ITEM_PIPELINES"] == {"shop.pipelines.Clean": 300, HANDOFF: HANDOFF_ORDER}
+    assert with_item_handoff({})["ITEM_PIPELINES"] == {HANDOFF: HANDOFF_ORDER}

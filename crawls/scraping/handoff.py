@@ -23,12 +23,12 @@ HANDOFF_ORDER = 10**9
 
 
 def with_item_handoff(settings: dict[str, Any]) -> dict[str, Any]:
-    """`settings` with the handoff as the last item pipeline, whatever the version set (it cannot be switched off:
-    without it no item is stored)."""
-    declared = settings.get("ITEM_PIPELINES") or {}
-    pipelines = dict(json.loads(declared) if isinstance(declared, str) else declared)  # Scrapy takes JSON there too
-    pipelines[HANDOFF] = HANDOFF_ORDER
-    return {**settings, "ITEM_PIPELINES": pipelines}
+    """`settings` with the handoff as the last item pipeline. It goes in ITEM_PIPELINES_BASE, which Scrapy merges
+    with ITEM_PIPELINES: a version's or a spider's own ITEM_PIPELINES (`custom_settings` replaces the whole dict) adds
+    to it instead of replacing it."""
+    declared = settings.get("ITEM_PIPELINES_BASE") or {}
+    base = dict(json.loads(declared) if isinstance(declared, str) else declared)  # Scrapy takes JSON there too
+    return {**settings, "ITEM_PIPELINES_BASE": {**base, HANDOFF: HANDOFF_ORDER}}
 
 
 def handoff_missing(crawler: Any) -> bool:
@@ -47,6 +47,7 @@ class ItemHandoff:
     def from_crawler(cls, crawler: Any) -> ItemHandoff:
         return cls(crawler)
 
-    def process_item(self, item: Any) -> Any:
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        # `spider` for the Scrapy a packaged version may pin: before 2.13 pipelines were always given it.
         self.signals.send_catch_log(signal=item_passed, data=ItemAdapter(item).asdict())
         return item

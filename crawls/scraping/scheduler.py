@@ -41,7 +41,8 @@ logger = logging.getLogger("trawl.frontier")
 store_wanted = object()
 IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
 # Requests this shard queued, kept as objects until it takes them back (most of a shard's requests are its own), so
-# taking one costs no unpickling; beyond this many, or when another shard takes them, they are rebuilt from Redis.
+# taking one costs no unpickling: as Scrapy's memory queue does, it gets back the object it queued. Beyond this many
+# (the oldest go first), or when another shard or attempt takes them, they are rebuilt from Redis.
 REQUESTS_KEPT_MAX = 10_000
 COMMIT_RETRY_MAX_PAUSE = 2.0  # seconds between tries of a commit while Redis is away (TRAWL_INFRA_PATIENCE_SECONDS)
 
@@ -175,8 +176,9 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/enqueued")
             return True
         self.outbox.append((payload, request.priority, fingerprint))
-        if len(self.kept) < REQUESTS_KEPT_MAX:
-            self.kept[payload] = request
+        if len(self.kept) >= REQUESTS_KEPT_MAX:  # the oldest are the likeliest to have gone to another shard
+            del self.kept[next(iter(self.kept))]
+        self.kept[payload] = request
         self._send_soon()
         return True
 
@@ -274,7 +276,9 @@ class FrontierScheduler(BaseScheduler):
             return None
         member = self.taken.popleft()
         payload = Frontier.payload(member)
-        request = self.kept.pop(payload, None) or request_from_dict(pickle.loads(payload), spider=self.spider)
+        request = self.kept.pop(payload, None)
+        if request is None or request in self.held:  # a callback queued its own request again: a second object
+            request = request_from_dict(pickle.loads(payload), spider=self.spider)
         self.held[request] = member
         self.stats.inc_value("scheduler/dequeued/redis")
         self.stats.inc_value("scheduler/dequeued")

@@ -62,6 +62,7 @@ def job_end(
     if not ended:
         logger.warning("job %s attempt %s no longer %s; outcome dropped", job.pk, job.attempt, expected_status)
         return None
+    job_log_flush()  # and the `job finish` line its follow-ups logged, for `crawl --wait --log`
     return ended[0]
 
 

@@ -29,6 +29,10 @@ class DropProducts:
             raise DropItem("not wanted")
         return item
 
+class ShopSpider(LinkSpider):
+    # A spider's own pipelines replace the whole ITEM_PIPELINES setting: Trawl's handoff must survive that.
+    custom_settings = {"ITEM_PIPELINES": {"__main__.DropProducts": 300}}
+
 sys.modules["__main__"].DropProducts = DropProducts
 scheduler.REQUESTS_KEPT_MAX = 2  # most requests are rebuilt from Redis, as in a shard that did not queue them
 
@@ -41,10 +45,9 @@ def tick(session):
         frontier.stored(len(batch))
     return ""
 
-settings = {**frontier_crawl_settings(job), "ITEM_PIPELINES": {"__main__.DropProducts": 300}}
 crawl, session = run_spider(
-    spider_cls=LinkSpider,
-    settings=settings,
+    spider_cls=ShopSpider,
+    settings=frontier_crawl_settings(job),
     spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 50}, "config": {}},
     timeout=120,
     on_tick=tick,
@@ -89,7 +92,7 @@ def run_script(script: str, url: str, redis_url: str) -> subprocess.CompletedPro
     )
 
 
-def test_items_dropped_by_a_version_s_pipeline_are_never_stored_and_each_page_is_fetched_once(site, redis_server):
+def test_items_dropped_by_a_spider_s_pipeline_are_never_stored_and_each_page_is_fetched_once(site, redis_server):
     done = run_script(DROPPING_CRAWL, f"{site.url}/index.html", redis_server)
 
     assert done.returncode == 0, done.stderr
@@ -111,10 +114,11 @@ def test_a_frontier_crawl_without_the_handoff_refuses_to_start(site, redis_serve
     assert "responses 0" in done.stdout
 
 
-def test_the_handoff_is_added_last_to_pipelines_given_as_a_dict_or_as_json():
+def test_the_handoff_joins_the_base_pipelines_given_as_a_dict_or_as_json_and_leaves_the_version_s_alone():
     from crawls.scraping.handoff import HANDOFF, HANDOFF_ORDER, with_item_handoff
 
-    for declared in ({"shop.pipelines.Clean": 300, HANDOFF: None}, '{"shop.pipelines.Clean": 300}'):
-        merged = with_item_handoff({"LOG_LEVEL": "INFO", "ITEM_PIPELINES": declared})
-        assert merged["ITEM_PIPELINES"] == {"shop.pipelines.Clean": 300, HANDOFF: HANDOFF_ORDER}
-    assert with_item_handoff({})["ITEM_PIPELINES"] == {HANDOFF: HANDOFF_ORDER}
+    for declared in ({"shop.pipelines.Base": 100, HANDOFF: 1}, '{"shop.pipelines.Base": 100}'):
+        merged = with_item_handoff({"ITEM_PIPELINES_BASE": declared, "ITEM_PIPELINES": {"shop.pipelines.Clean": 300}})
+        assert merged["ITEM_PIPELINES_BASE"] == {"shop.pipelines.Base": 100, HANDOFF: HANDOFF_ORDER}
+        assert merged["ITEM_PIPELINES"] == {"shop.pipelines.Clean": 300}
+    assert with_item_handoff({})["ITEM_PIPELINES_BASE"] == {HANDOFF: HANDOFF_ORDER}

@@ -160,13 +160,18 @@ def test_the_log_is_stored_even_when_the_attempt_raises(job):
     assert logging.getLogger("scrapy").level == logging.WARNING
 
 
-def test_the_log_is_readable_as_soon_as_the_job_has_ended(job):
+@pytest.mark.django_db(transaction=True)  # the `job finish` line is logged once the end is committed
+def test_the_log_is_readable_as_soon_as_the_job_has_ended(job, settings):
     """A job shorter than a flush interval: a reader who sees the final status must find the log, not ''."""
     from crawls.services.ending import job_end
 
+    settings.TRAWL_JOB_LOG_FLUSH_SECONDS = 3600  # the flusher thread never writes during this test
     with job_log_capture(job_id=job.pk, attempt=job.attempt):
         logging.getLogger("scrapy.core.engine").info("Spider opened")
         job_end(job=job)
-        lines = job_log_lines(job=CrawlJob.objects.get(pk=job.pk))
+        ended = CrawlJob.objects.get(pk=job.pk)
+        lines = [line.split(" ", 2)[2] for line in job_log_lines(job=ended)]
 
-    assert [line.split(" ", 1)[1] for line in lines][:1] == ["INFO scrapy.core.engine Spider opened"]
+    assert ended.status == JobStatus.SUCCEEDED
+    assert lines[0] == "scrapy.core.engine Spider opened"
+    assert lines[-1].startswith(f"trawl.jobs job finish id={job.pk} ")

@@ -20,7 +20,7 @@ import json
 import logging
 import pickle
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any
 
 import redis
@@ -100,7 +100,8 @@ class FrontierScheduler(BaseScheduler):
         self.items: list[bytes] = []  # items scraped, to write ahead with the requests that yielded them
         self.done: list[bytes] = []  # requests the engine is done with, to take out of flight with what they yielded
         self.flush_call: Any = None
-        self.kept: dict[bytes, Request] = {}  # payload -> the request it was made of (REQUESTS_KEPT_MAX)
+        # payload -> the request it was made of (REQUESTS_KEPT_MAX); ordered, to drop the oldest in O(1)
+        self.kept: OrderedDict[bytes, Request] = OrderedDict()
         self.local: deque[Request] = deque()  # requests that cannot be serialized (not durable, as Scrapy's own)
         self.renewal: Any = None
         self.leave = ""  # "done" / "last" once this shard left the job
@@ -177,7 +178,7 @@ class FrontierScheduler(BaseScheduler):
             return True
         self.outbox.append((payload, request.priority, fingerprint))
         if len(self.kept) >= REQUESTS_KEPT_MAX:  # the oldest are the likeliest to have gone to another shard
-            del self.kept[next(iter(self.kept))]
+            self.kept.popitem(last=False)
         self.kept[payload] = request
         self._send_soon()
         return True

@@ -8,9 +8,9 @@ import threading
 
 # A crawl allocates and frees container objects by the hundred per page (requests, responses, Deferreds, tasks,
 # items); at CPython's default (a young-generation pass every 700 net allocations) a 2,000-page crawl runs ~400
-# young and ~40 middle passes, each also touching what the process imported (Django, Celery, Scrapy). With these
-# thresholds and the import-time heap frozen, the same crawl runs ~10 and its reactor thread spends ~15 % less CPU
-# per page (bench/README.md). Real garbage cycles are still collected, after 10,000 allocations instead of 700.
+# young and ~40 middle passes (0.4-0.55 s of a ~5 s job), each also touching what the process imported (Django,
+# Celery, Scrapy). With these thresholds and the import-time heap frozen, the same crawl runs ~10 (~0.05 s;
+# bench/README.md). Real garbage cycles are still collected, after 10,000 allocations instead of 700.
 GC_THRESHOLDS = (10_000, 10, 10)
 
 _lock = threading.Lock()

@@ -132,7 +132,7 @@ class FrontierScheduler(BaseScheduler):
         self.renewal.start(max(0.5, self.frontier.lease_ms / 3000), now=False)
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle, weak=False)
         if handoff_missing(self.crawler):  # the items would not be written ahead: lost if the shard dies
-            raise RuntimeError(f"FrontierScheduler needs {HANDOFF} in ITEM_PIPELINES (crawls.scraping.handoff)")
+            raise RuntimeError(f"FrontierScheduler needs {HANDOFF} in ITEM_PIPELINES_BASE (with_item_handoff)")
         self.crawler.signals.connect(self._on_item, signal=item_passed, weak=False)
         _on_request_finished(self.crawler, self._finished)
 

@@ -20,10 +20,10 @@ from crawls.frontier import Frontier
 from crawls.scraping import scheduler
 from crawls.scraping.runner import run_spider
 from crawls.scraping.spiders.link import LinkSpider
-from tests.crawls.frontier_crawl import frontier_crawl_settings
+from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 class DropProducts:
-    # A version's own pipeline: what it drops must never be stored or written ahead.
+    # A spider's own pipeline: what it drops must never be stored or written ahead.
     def process_item(self, item):
         if "/product-" in item["url"]:
             raise DropItem("not wanted")
@@ -38,19 +38,12 @@ scheduler.REQUESTS_KEPT_MAX = 2  # most requests are rebuilt from Redis, as in a
 
 url, job = sys.argv[1], uuid.uuid4().hex
 frontier, stored = Frontier(job), []
-
-def tick(session):
-    if batch := session.drain(100):
-        stored.extend(batch)
-        frontier.stored(len(batch))
-    return ""
-
 crawl, session = run_spider(
     spider_cls=ShopSpider,
     settings=frontier_crawl_settings(job),
     spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 50}, "config": {}},
     timeout=120,
-    on_tick=tick,
+    on_tick=storing_tick(frontier, into=stored),
     tick_seconds=0.2,
 )
 stored.extend(session.drain(10_000))

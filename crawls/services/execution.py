@@ -34,7 +34,7 @@ from crawls.timeouts import job_timeout
 from items.ingestion import Ingestion
 from items.services import item_fingerprint, items_upsert
 from ops.alerts import job_alert_notify
-from ops.logcapture import job_log_capture, job_log_level
+from ops.logcapture import job_log_capture, job_log_flush, job_log_level
 from ops.monitoring import job_monitors, job_outcome_monitored
 from project.errors import InfrastructureUnavailable, TrawlError
 from registry.services import version_route
@@ -268,11 +268,14 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
         if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier
             return {"status": JobStatus.QUEUED, "url": job.url, "job_id": str(job.pk), "requeued": True, "shard": shard}
         left_for_others = _left_for_others(job, crawl)
-        if not left_for_others and crawl.finish_reason == "finished" and not crawl.stopped_because:
+        if left_for_others:
+            logger.info("job %s shard %s done; the job ends with its last shard", job.pk, shard)
+            # Before the final numbers below, which the last shard waits for: this shard's log is whole by the end.
+            job_log_flush()
+        elif crawl.finish_reason == "finished" and not crawl.stopped_because:
             frontier.others_final()  # the job's numbers include every shard's last pages
         stats = {**frontier.total(stats, final=True), "finish_reason": stats.get("finish_reason", "")}
         if left_for_others:
-            logger.info("job %s shard %s done; the job ends with its last shard", job.pk, shard)
             return {"status": JobStatus.RUNNING, "url": job.url, "job_id": str(job.pk), "shard": shard}
     stats.update(source_crawl_extras(job=job, discovered=list(tracker.discovered.values()), scrapy_stats=crawl.stats))
     verdict = classify(

@@ -261,12 +261,16 @@ def test_parallelism_2_over_two_processes_fetches_every_page_once(api, builtins,
     assert all(pages > 0 for pages in job.stats["pages_by_shard"].values()), job.stats["pages_by_shard"]
     detail = api.get(f"/api/jobs/{job_id}/").json()
     assert (detail["parallelism"], detail["attempt"]) == (2, 1)
-    # Each shard logs into its own part of the job's log; the log API merges them by time.
+    # Each shard logs into its own part of the job's log; the log API merges them by time. Both shards' logs are
+    # whole as soon as the job has ended: the shard that left first flushed its log before the other ended the job.
+    log = api.get(f"/api/jobs/{job_id}/log/").content.decode()
+    assert log.count(" Spider opened") == 2 and log.count(" Spider closed (finished)") == 2, log[-3000:]
+    assert "the job ends with its last shard" in log
     deadline = time.monotonic() + 30
     while set(JobLog.objects.filter(job_id=job_id).values_list("shard", flat=True)) != {0, 1}:
         assert time.monotonic() < deadline, "both shards' logs not stored within 30 s of the job's end"
         time.sleep(0.2)
-    assert api.get(f"/api/jobs/{job_id}/log/").content.decode().count(" Spider opened") == 2
+    assert api.get(f"/api/jobs/{job_id}/log/").content.decode().count(" Spider closed (finished)") == 2
 
 
 @pytest.mark.parametrize("tree_site", [(100_000, 0.25)], indirect=True)

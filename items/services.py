@@ -50,10 +50,13 @@ def items_upsert(*, job: CrawlJob, items: list[dict[str, Any]], tenant_id: int |
     own_tenant = job_tenant_id(job) if tenant_id is None else tenant_id
     own = Item.objects.filter(tenant_id=own_tenant, scraper_id=job.scraper_id)
     known_rows = list(
-        own.select_for_update().filter(fingerprint__in=list(latest)).values_list("fingerprint", "content_hash", "data")
+        own.select_for_update()
+        .filter(fingerprint__in=list(latest))
+        .values_list("fingerprint", "pk", "content_hash", "data")
     )
-    known = {fingerprint: digest for fingerprint, digest, _ in known_rows}
-    old_prices = {fingerprint: price_of(data) for fingerprint, _, data in known_rows}
+    ids = {fingerprint: pk for fingerprint, pk, _, _ in known_rows}
+    known = {fingerprint: digest for fingerprint, _, digest, _ in known_rows}
+    old_prices = {fingerprint: price_of(data) for fingerprint, _, _, data in known_rows}
     categories = category_names_record(names=[data.get("category") for data, _ in latest.values()])
     rows, unchanged, changes = [], [], {}
     for fingerprint, (data, digest) in latest.items():
@@ -88,8 +91,12 @@ def items_upsert(*, job: CrawlJob, items: list[dict[str, Any]], tenant_id: int |
             *("data", "content_hash", "url", "last_seen", "changed_at", "last_job", "category", "category_name")
         ],
     )
-    own.filter(fingerprint__in=unchanged).update(last_seen=now, last_job=job)
-    ids = dict(own.filter(fingerprint__in=list(latest)).values_list("fingerprint", "pk"))
+    if unchanged:
+        own.filter(fingerprint__in=unchanged).update(last_seen=now, last_job=job)
+    # The upsert returns each row's id where the database can (PostgreSQL, SQLite >= 3.35): ask only for the rest.
+    ids.update((row.fingerprint, row.pk) for row in rows if row.pk is not None)
+    if missing := [fingerprint for fingerprint in latest if fingerprint not in ids]:
+        ids.update(own.filter(fingerprint__in=missing).values_list("fingerprint", "pk"))
     ItemSighting.objects.bulk_create(
         [ItemSighting(job=job, item_id=ids[fp], change=change) for fp, change in changes.items()],
         ignore_conflicts=True,

@@ -151,3 +151,34 @@ def test_no_items_writes_nothing(new_job):
     assert items_upsert(job=new_job(), items=[]) == {}
     assert Item.objects.count() == 0
     assert ItemSighting.objects.count() == 0
+
+
+def test_a_chunk_costs_the_same_queries_whatever_its_size(new_job):
+    """A crawl stores chunk after chunk in its task thread, beside the crawl: no query per item, and no lookup of ids
+    the upsert already returned. (Sizes stay under SQLite's bound on parameters, which splits one INSERT in two.)"""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    item_reads = []
+
+    def queries(job, items) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            items_upsert(job=job, items=items)
+        sql = [query["sql"] for query in captured.captured_queries]
+        item_reads.append(sum(text.startswith("SELECT") and Item._meta.db_table in text for text in sql))
+        return len(sql)
+
+    queries(new_job(), [{"url": "warm-up"}])  # the system tenant is looked up once, then known
+    one = queries(new_job(), [{"url": "a/0"}])
+    many = queries(new_job(), [{"url": f"b/{n}"} for n in range(60)])
+    again = new_job()
+    unchanged = [{"url": f"b/{n}"} for n in range(30)]
+    changed = [{"url": f"b/{n}", "title": "new"} for n in range(30, 60)]
+    mixed = queries(again, [*unchanged, *changed, {"url": "c/0"}])
+
+    assert many == one
+    assert item_reads[1:] == [1, 1, 1]  # what is already known (and locked); the upsert returns the new ids
+    assert mixed == one + 1  # the unchanged items' last_seen: one UPDATE for all of them
+    changes = {s.item.url: s.change for s in ItemSighting.objects.filter(job=again).select_related("item")}
+    assert len(changes) == 61 and changes["c/0"] == "new" and changes["b/0"] == "unchanged"
+    assert changes["b/59"] == "changed" and Item.objects.get(url="b/59").last_job_id == again.pk

@@ -37,7 +37,7 @@ from sources.services.sources import (
 
 
 @pytest.fixture(autouse=True)
-def free_lease(redis_server):
+def free_lease(redis_server, db):  # the key is named after the installation, whose id is in the database
     # A dispatcher killed mid-pass in an earlier run would hold the lease for up to a minute.
     get_redis().delete(redis_key("lease", DISPATCH_LEASE))
 

@@ -16,9 +16,24 @@ from django.utils import timezone
 from access.tenancy import job_tenant_id
 from catalog.services import MAX_NAME, category_names_record
 from crawls.models import CrawlJob
+from items.bulk import rows_upsert
 from items.models import Item, ItemChange, ItemPriceChange, ItemSighting
 
 IDENTITY_FIELDS = ("fingerprint", "id", "sku", "url")
+ITEM_COLUMNS = (
+    *("tenant", "scraper", "fingerprint", "url", "data", "content_hash", "first_seen", "last_seen", "changed_at"),
+    *("last_job", "category", "category_name"),
+)
+ITEM_COLUMNS_UPDATED = (
+    "data",
+    "content_hash",
+    "url",
+    "last_seen",
+    "changed_at",
+    "last_job",
+    "category",
+    "category_name",
+)
 
 
 def item_fingerprint(data: dict[str, Any]) -> str:
@@ -58,49 +73,37 @@ def items_upsert(*, job: CrawlJob, items: list[dict[str, Any]], tenant_id: int |
     known = {fingerprint: digest for fingerprint, _, digest, _ in known_rows}
     old_prices = {fingerprint: price_of(data) for fingerprint, _, _, data in known_rows}
     categories = category_names_record(names=[data.get("category") for data, _ in latest.values()])
-    rows, unchanged, changes = [], [], {}
+    rows, unchanged, changes, times = [], [], {}, (now, now, now)
     for fingerprint, (data, digest) in latest.items():
         if known.get(fingerprint) == digest:
             unchanged.append(fingerprint)
             changes[fingerprint] = ItemChange.UNCHANGED
             continue
         changes[fingerprint] = ItemChange.NEW if fingerprint not in known else ItemChange.CHANGED
+        category = data.get("category")
+        category_id = categories.get(category) if isinstance(category, str) else None
+        url, category_name = str(data.get("url") or "")[:2000], category_name_of(data)
+        # In ITEM_COLUMNS' order; the three times are first_seen, last_seen and changed_at.
         rows.append(
-            Item(
-                tenant_id=own_tenant,
-                scraper_id=job.scraper_id,
-                fingerprint=fingerprint,
-                url=str(data.get("url") or "")[:2000],
-                data=data,
-                content_hash=digest,
-                first_seen=now,
-                last_seen=now,
-                changed_at=now,
-                last_job=job,
-                category_id=categories.get(data.get("category")) if isinstance(data.get("category"), str) else None,
-                category_name=category_name_of(data),
-            )
+            (own_tenant, job.scraper_id, fingerprint, url, data, digest, *times, job.pk, category_id, category_name)
         )
-    # New and changed rows in one INSERT ... ON CONFLICT DO UPDATE (first_seen is kept): far cheaper than
-    # bulk_update's CASE per field, and a row a concurrent job inserted since we looked is updated, not a failure.
-    Item.objects.bulk_create(
+    # New and changed rows in one INSERT ... ON CONFLICT DO UPDATE (first_seen is kept): a row a concurrent job
+    # inserted since we looked is updated, not a failure. It returns the rows' ids where the database can.
+    upserted = rows_upsert(
+        Item,
+        ITEM_COLUMNS,
         rows,
-        update_conflicts=True,
-        unique_fields=["tenant", "scraper", "fingerprint"],
-        update_fields=[
-            *("data", "content_hash", "url", "last_seen", "changed_at", "last_job", "category", "category_name")
-        ],
+        conflict=("tenant", "scraper", "fingerprint"),
+        update=ITEM_COLUMNS_UPDATED,
+        returning=("fingerprint", "id"),
     )
+    ids.update(upserted)
     if unchanged:
         own.filter(fingerprint__in=unchanged).update(last_seen=now, last_job=job)
-    # The upsert returns each row's id where the database can (PostgreSQL, SQLite >= 3.35): ask only for the rest.
-    ids.update((row.fingerprint, row.pk) for row in rows if row.pk is not None)
     if missing := [fingerprint for fingerprint in latest if fingerprint not in ids]:
         ids.update(own.filter(fingerprint__in=missing).values_list("fingerprint", "pk"))
-    ItemSighting.objects.bulk_create(
-        [ItemSighting(job=job, item_id=ids[fp], change=change) for fp, change in changes.items()],
-        ignore_conflicts=True,
-    )
+    sightings = [(job.pk, ids[fingerprint], change) for fingerprint, change in changes.items()]
+    rows_upsert(ItemSighting, ("job", "item", "change"), sightings, conflict=("job", "item"))
     moved = {fp: old for fp, old in old_prices.items() if changes[fp] == ItemChange.CHANGED}
     price_changes_record(job=job, ids=ids, old_prices=moved, new={fp: latest[fp][0] for fp in moved}, now=now)
     return Counter(changes.values())

@@ -1,0 +1,76 @@
+"""`INSERT ... ON CONFLICT` of many rows in one statement, without the ORM compiling SQL for every value.
+
+A crawl stores its items chunk by chunk in its task thread, and that thread's Python time is taken from the crawl
+itself (one GIL per process). Django's `bulk_create` spends most of a chunk's CPU building each value's SQL
+(bench/README.md, "Item upserts"); here the statement is a string joined once per batch, and a value is converted
+by its field only where converting does something (JSON, date-times, UUID keys). PostgreSQL and SQLite (>= 3.24)
+share the syntax.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.db import connection, models
+
+AS_IS = (models.CharField, models.IntegerField)  # text and integers (keys included): no conversion
+
+
+def rows_upsert(
+    model: type[models.Model],
+    fields: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    conflict: Sequence[str],
+    update: Sequence[str] = (),
+    returning: Sequence[str] = (),
+) -> list[tuple]:
+    """Insert `rows` (values in the order of `fields`); on a conflict over `conflict` set `update` from the new row,
+    or, with no `update`, keep the row there. Returns the `returning` columns of every inserted or updated row
+    where the database can (PostgreSQL, SQLite >= 3.35), else []."""
+    if not rows:
+        return []
+    opts, quote = model._meta, connection.ops.quote_name
+
+    def column(name: str) -> str:
+        return quote(opts.get_field(name).column)
+
+    adapters = [_adapter(opts.get_field(name)) for name in fields]
+    if update:
+        on_conflict = "DO UPDATE SET " + ", ".join(f"{column(name)} = EXCLUDED.{column(name)}" for name in update)
+    else:
+        on_conflict = "DO NOTHING"
+    tail = f" ON CONFLICT ({', '.join(map(column, conflict))}) {on_conflict}"
+    wanted = returning if connection.features.can_return_rows_from_bulk_insert else ()
+    if wanted:
+        tail += " RETURNING " + ", ".join(map(column, wanted))
+    head = f"INSERT INTO {quote(opts.db_table)} ({', '.join(map(column, fields))}) VALUES "
+    placeholder = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    per_batch = max(1, (connection.features.max_query_params or len(rows) * len(fields)) // len(fields))
+    returned: list[tuple] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per_batch):
+            batch = rows[start : start + per_batch]
+            params = [
+                adapt(value) if adapt else value for row in batch for adapt, value in zip(adapters, row, strict=True)
+            ]
+            cursor.execute(head + ", ".join([placeholder] * len(batch)) + tail, params)
+            if wanted:
+                returned.extend(tuple(row) for row in cursor.fetchall())
+    return returned
+
+
+def _adapter(field: models.Field) -> Callable[[Any], Any] | None:
+    """The field's own conversion of a value for the database (JSON, date-times, UUID keys), or None for the fields
+    whose values go as they are. A value seen again (the job, the tenant, the chunk's `now`) is converted once."""
+    if isinstance(field.target_field if field.is_relation else field, AS_IS):
+        return None
+    last: list[Any] = [object(), None]
+
+    def adapt(value: Any) -> Any:
+        if value is not last[0]:
+            last[:] = [value, field.get_db_prep_save(value, connection)]
+        return last[1]
+
+    return adapt

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import connection, models
 
 AS_IS = (models.CharField, models.IntegerField)  # text and integers (keys included): no conversion
+PARAMS_MAX = 2**16 - 1  # PostgreSQL's bound on one statement's parameters (with server-side binding)
 
 
 def rows_upsert(
@@ -47,7 +48,7 @@ def rows_upsert(
         tail += " RETURNING " + ", ".join(map(column, wanted))
     head = f"INSERT INTO {quote(opts.db_table)} ({', '.join(map(column, fields))}) VALUES "
     placeholder = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    per_batch = max(1, (connection.features.max_query_params or len(rows) * len(fields)) // len(fields))
+    per_batch = max(1, (connection.features.max_query_params or PARAMS_MAX) // len(fields))
     returned: list[tuple] = []
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_batch):

@@ -29,10 +29,17 @@ def rows_upsert(
 ) -> list[tuple]:
     """Insert `rows` (values in the order of `fields`); on a conflict over `conflict` set `update` from the new row,
     or, with no `update`, keep the row there. Returns the `returning` columns of every inserted or updated row
-    where the database can (PostgreSQL, SQLite >= 3.35), else []."""
+    where the database can (PostgreSQL, SQLite >= 3.35), else [].
+
+    Unlike `bulk_create`, nothing is filled in: every column without a database default is in `fields`, text
+    columns get `str` values, and Python-side defaults or `pre_save` hooks do not run. On the default database, in
+    the caller's transaction."""
     if not rows:
         return []
     opts, quote = model._meta, connection.ops.quote_name
+    required = {f.name for f in opts.concrete_fields if not (f.primary_key or f.null or f.has_db_default())}
+    if missing := required - set(fields):
+        raise ValueError(f"rows_upsert into {opts.db_table} needs a value for {', '.join(sorted(missing))}")
 
     def column(name: str) -> str:
         return quote(opts.get_field(name).column)

@@ -267,16 +267,11 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
     if frontier is not None:
         if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier
             return {"status": JobStatus.QUEUED, "url": job.url, "job_id": str(job.pk), "requeued": True, "shard": shard}
-        left_for_others = _left_for_others(job, crawl)
-        if left_for_others:
-            logger.info("job %s shard %s done; the job ends with its last shard", job.pk, shard)
-            # Before the final numbers below, which the last shard waits for: this shard's log is whole by the end.
-            job_log_flush()
-        elif crawl.finish_reason == "finished" and not crawl.stopped_because:
+        if _left_for_others(job, crawl):
+            return shard_leave(job=job, frontier=frontier, stats=stats)
+        if crawl.finish_reason == "finished" and not crawl.stopped_because:
             frontier.others_final()  # the job's numbers include every shard's last pages
         stats = {**frontier.total(stats, final=True), "finish_reason": stats.get("finish_reason", "")}
-        if left_for_others:
-            return {"status": JobStatus.RUNNING, "url": job.url, "job_id": str(job.pk), "shard": shard}
     stats.update(source_crawl_extras(job=job, discovered=list(tracker.discovered.values()), scrapy_stats=crawl.stats))
     verdict = classify(
         stats=stats,
@@ -294,6 +289,16 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
     if finished is not None:
         job_alert_notify(job=finished)
     return _result(finished or job)
+
+
+def shard_leave(*, job: CrawlJob, frontier: Shard, stats: dict[str, Any]) -> dict[str, Any]:
+    """This shard's part is done and another shard still works: record its final numbers and let the last one end
+    the job. Its log is written first, since the last shard ends the job once every shard's final numbers are in:
+    whoever sees the final status finds every shard's whole log."""
+    logger.info("job %s shard %s done; the job ends with its last shard", job.pk, frontier.index)
+    job_log_flush()
+    frontier.total(stats, final=True)
+    return {"status": JobStatus.RUNNING, "url": job.url, "job_id": str(job.pk), "shard": frontier.index}
 
 
 def version_for(*, job: CrawlJob, shard: int = 0) -> Any:

@@ -124,3 +124,39 @@ def test_a_shard_that_never_sends_final_numbers_holds_the_end_only_briefly(reque
         assert last.total({"pages": 4}, final=True)["pages"] == 7
     finally:
         last.frontier.delete()
+
+
+def test_a_shard_leaving_to_the_last_one_has_written_its_whole_log_before_its_final_numbers(
+    requester, builtins, settings, monkeypatch
+):
+    """The last shard ends the job once every shard's final numbers are in: by then the others' logs are readable."""
+    import logging
+
+    from crawls.services.execution import shard_leave
+    from ops.joblog import job_log_lines
+    from ops.logcapture import job_log_capture
+
+    settings.TRAWL_JOB_LOG_FLUSH_SECONDS = 3600  # only an explicit flush writes the log during this test
+    job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
+    CrawlJob.objects.filter(pk=job.pk).update(status="running")
+    job.refresh_from_db()
+    leaving = Shard(job, index=1)
+    readable_at_final: list[str] = []
+    record_final = Shard.total
+
+    def total_seen_by_the_last_shard(self, progress, *, final=False):
+        if final:  # what a reader of the job's log would get at the moment the last shard may end the job
+            readable_at_final.extend(job_log_lines(job=job))
+        return record_final(self, progress, final=final)
+
+    monkeypatch.setattr(Shard, "total", total_seen_by_the_last_shard)
+    try:
+        with job_log_capture(job_id=job.pk, attempt=1, shard=1):
+            logging.getLogger("scrapy.core.engine").info("Spider closed (finished)")
+            result = shard_leave(job=job, frontier=leaving, stats={"pages": 3})
+    finally:
+        leaving.frontier.delete()
+
+    assert result["status"] == "running" and result["shard"] == 1
+    assert any(line.endswith("Spider closed (finished)") for line in readable_at_final), readable_at_final
+    assert any("the job ends with its last shard" in line for line in readable_at_final)

@@ -46,17 +46,31 @@ def test_a_conflicting_row_is_updated_in_place_keeping_first_seen_and_its_id_com
         assert returned == [(existing.fingerprint, existing.pk)]
 
 
-def test_more_rows_than_one_statement_may_bind_are_sent_in_batches(job):
-    """SQLite binds at most 999 values per statement: 250 items of 12 columns take several INSERTs."""
+def test_more_rows_than_one_statement_may_bind_are_sent_in_batches(job, monkeypatch):
+    """Django bounds a statement's parameters (999 on SQLite; here 600 on both databases): 250 items of 12 columns
+    take five INSERTs, and every row arrives with its id."""
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(connection.features, "max_query_params", 600)
     items = [{"url": f"http://shop.test/p/{n}", "title": f"Page {n}", "price": "1.00"} for n in range(250)]
 
-    counts = items_upsert(job=job, items=items)
+    with CaptureQueriesContext(connection) as captured:
+        counts = items_upsert(job=job, items=items)
 
+    inserts = [
+        query["sql"] for query in captured.captured_queries if query["sql"].startswith('INSERT INTO "crawls_item"')
+    ]
+    assert len(inserts) == 5
     assert counts == {"new": 250}
     assert Item.objects.count() == 250
     sightings = ItemSighting.objects.filter(job=job).select_related("item")
     assert sorted(s.item.url for s in sightings) == sorted(item["url"] for item in items)
     assert Item.objects.get(url="http://shop.test/p/249").data["title"] == "Page 249"
+
+
+def test_a_row_missing_a_required_column_is_refused_before_any_sql(job):
+    with pytest.raises(ValueError, match="needs a value for content_hash"):
+        rows_upsert(Item, [name for name in ITEM_COLUMNS if name != "content_hash"], [()], conflict=("fingerprint",))
 
 
 def test_without_update_a_conflicting_row_is_left_as_it_was(job):

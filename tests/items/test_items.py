@@ -165,7 +165,7 @@ def test_a_chunk_costs_the_same_queries_whatever_its_size(new_job):
         with CaptureQueriesContext(connection) as captured:
             items_upsert(job=job, items=items)
         sql = [query["sql"] for query in captured.captured_queries]
-        item_reads.append(sum(text.startswith("SELECT") and Item._meta.db_table in text for text in sql))
+        item_reads.append(sum(text.startswith("SELECT") and f'"{Item._meta.db_table}"' in text for text in sql))
         return len(sql)
 
     queries(new_job(), [{"url": "warm-up"}])  # the system tenant is looked up once, then known

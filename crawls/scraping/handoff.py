@@ -20,6 +20,7 @@ item_passed = object()
 HANDOFF = "crawls.scraping.handoff.ItemHandoff"
 # After any pipeline a version declares: an item dropped there never reaches Trawl, as with `item_scraped`.
 HANDOFF_ORDER = 10**9
+PLAIN_VALUES = frozenset({str, int, float, bool, type(None)})
 
 
 def with_item_handoff(settings: dict[str, Any]) -> dict[str, Any]:
@@ -49,5 +50,13 @@ class ItemHandoff:
 
     def process_item(self, item: Any, spider: Any = None) -> Any:
         # `spider` for the Scrapy a packaged version may pin: before 2.13 pipelines were always given it.
-        self.signals.send_catch_log(signal=item_passed, data=ItemAdapter(item).asdict())
+        self.signals.send_catch_log(signal=item_passed, data=as_plain_dict(item))
         return item
+
+
+def as_plain_dict(item: Any) -> dict[str, Any]:
+    """The item as a new dict. Most items are dicts of plain values, which a copy turns into one as well as
+    ItemAdapter does, without asking of every value whether it is an item too (a third of the handoff's time)."""
+    if type(item) is dict and all(type(value) in PLAIN_VALUES for value in item.values()):
+        return dict(item)
+    return ItemAdapter(item).asdict()

@@ -115,3 +115,30 @@ def test_the_handoff_joins_the_base_pipelines_given_as_a_dict_or_as_json_and_lea
         assert merged["ITEM_PIPELINES_BASE"] == {"shop.pipelines.Base": 100, HANDOFF: HANDOFF_ORDER}
         assert merged["ITEM_PIPELINES"] == {"shop.pipelines.Clean": 300}
     assert with_item_handoff({})["ITEM_PIPELINES_BASE"] == {HANDOFF: HANDOFF_ORDER}
+
+
+def test_an_item_reaches_trawl_as_a_new_plain_dict_whatever_its_kind():
+    from dataclasses import dataclass
+
+    import scrapy
+
+    from crawls.scraping.handoff import as_plain_dict
+
+    class Product(scrapy.Item):
+        name = scrapy.Field()
+
+    @dataclass
+    class Offer:
+        price: str
+
+    flat = {"url": "u", "n": 1, "ok": True, "none": None, "x": 1.5}
+    copied = as_plain_dict(flat)
+    assert copied == flat and copied is not flat
+    nested = {"url": "u", "product": Product(name="mug"), "offers": [Offer(price="2")], "attrs": {"a": Offer("3")}}
+    assert as_plain_dict(nested) == {
+        "url": "u",
+        "product": {"name": "mug"},
+        "offers": [{"price": "2"}],
+        "attrs": {"a": {"price": "3"}},
+    }
+    assert as_plain_dict(Product(name="mug")) == {"name": "mug"}

@@ -2,7 +2,7 @@
 
 A crawl stores its items chunk by chunk in its task thread, and that thread's Python time is taken from the crawl
 itself (one GIL per process). Django's `bulk_create` spends most of a chunk's CPU building each value's SQL
-(bench/README.md, "Item upserts"); here the statement is a string joined once per batch, and a value is converted
+(bench/README.md, 2026-11-26); here the statement is a string joined once per batch, and a value is converted
 by its field only where converting does something (JSON, date-times, UUID keys). PostgreSQL and SQLite (>= 3.24)
 share the syntax.
 """

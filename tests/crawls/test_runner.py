@@ -5,6 +5,7 @@ Run in a subprocess of its own: the reactor is process-wide and the test process
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -148,3 +149,68 @@ def test_the_item_queue_is_bounded_and_the_reactor_waits_for_room():
     assert session.items.qsize() == ITEM_QUEUE_MAX - 10 + 1
     session.abandoned = True  # a crawl nobody drains any more never blocks its reactor
     session.on_item({"n": "late"})
+
+
+HOLD_SCRIPT = """
+import json, os, sys, time
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+import django
+django.setup()
+from crawls.scraping.runner import REACTOR_HOLD_MAX_SECONDS, live_stats, run_spider
+from crawls.scraping.runtime import ensure_reactor
+from crawls.scraping.spiders.link import LinkSpider
+
+ensure_reactor()
+from twisted.internet import reactor, task
+
+beats = []  # what the reactor thread does while the task thread ticks
+reactor.callFromThread(lambda: task.LoopingCall(beats.append, 1).start(0.005))
+ticks = []
+
+def tick(session):
+    if len(ticks) == 2 or session.crawler is None or not session.crawler.stats.get_value("response_received_count"):
+        return ""
+    if not ticks:  # a short tick, as an item upsert is
+        before = len(beats)
+        time.sleep(0.3)
+        started = time.monotonic()
+        stats = live_stats(session)
+        ticks.append({"beats": len(beats) - before, "stats_seconds": time.monotonic() - started,
+                      "responses": stats.get("response_received_count", 0)})
+        return ""
+    before = len(beats)  # a tick longer than the bound: a database that lags
+    time.sleep(REACTOR_HOLD_MAX_SECONDS + 0.5)
+    ticks.append({"beats": len(beats) - before})
+    return "cancelled"
+
+url = sys.argv[1]
+crawl, _ = run_spider(
+    spider_cls=LinkSpider,
+    settings={"CONCURRENT_REQUESTS": 1, "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR"},
+    spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 50}, "config": {}},
+    timeout=60,
+    on_tick=tick,
+    tick_seconds=0.2,
+)
+print(json.dumps({"ticks": ticks, "stopped_because": crawl.stopped_because}), flush=True)
+"""
+
+
+def test_the_reactor_waits_while_the_task_thread_ticks_but_never_longer_than_the_bound(fast_slow_site):
+    """Under the GIL a busy task thread beside the reactor slows the crawl far beyond its own CPU (reactor_held):
+    the reactor waits for the tick, which can still read the crawl's stats, and goes on alone after the bound."""
+    done = subprocess.run(
+        [sys.executable, "-c", HOLD_SCRIPT, f"{fast_slow_site.url}/slow/700000"],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    short, long = report["ticks"]
+    assert short["beats"] == 0, "the reactor ran while the task thread ticked"
+    assert short["responses"] >= 1 and short["stats_seconds"] < 1, "the stats were not readable during the tick"
+    assert long["beats"] > 10, "the reactor stayed stopped past REACTOR_HOLD_MAX_SECONDS"
+    assert report["stopped_because"] == "cancelled"

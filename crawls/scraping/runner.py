@@ -210,9 +210,9 @@ def reactor_held(session: CrawlSession, limit: float = REACTOR_HOLD_MAX_SECONDS)
     """Keep the reactor thread waiting while this thread works, for at most `limit` seconds.
 
     Under the GIL a busy task thread beside the reactor costs the crawl far more than its own CPU: every time the
-    reactor gives the GIL up (each socket call) it must wait to get it back. A crawl whose task thread upserted 2,000
-    items (~0.15 s of its CPU) beside it ran ~20 % slower than one whose tick ran while its reactor waited
-    (bench/README.md). Nothing in the tick may wait for the reactor meanwhile: `live_stats` reads the stats directly.
+    reactor gives the GIL up (each socket call) it must wait to get it back. Upserting a 2,000-page crawl's items
+    (~0.15 s of CPU) beside its reactor cost it seconds; held, its ticks cost it ~0.3 s (bench/README.md, 7 % less
+    time per job). Nothing in the tick may wait for the reactor meanwhile: `live_stats` reads the stats directly.
     """
     from twisted.internet import reactor
 

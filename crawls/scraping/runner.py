@@ -214,12 +214,12 @@ def reactor_held(session: CrawlSession, limit: float = REACTOR_HOLD_MAX_SECONDS)
     (~0.15 s of CPU) beside its reactor cost it seconds; held, its ticks cost it ~0.3 s (bench/README.md, 7 % less
     time per job). Nothing in the tick may wait for the reactor meanwhile: `live_stats` reads the stats directly.
     """
-    from twisted.internet import reactor
-
     # A full item queue means the reactor may itself be waiting for this thread to drain it: do not wait for it.
     if session.crawler is None or session.items.full():
         yield
         return
+    from twisted.internet import reactor
+
     waiting, release = threading.Event(), threading.Event()
     reactor.callFromThread(_wait_for_release, waiting, release, limit)
     session.reactor_held = waiting.wait(limit)

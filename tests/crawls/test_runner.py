@@ -214,3 +214,19 @@ def test_the_reactor_waits_while_the_task_thread_ticks_but_never_longer_than_the
     assert short["responses"] >= 1 and short["stats_seconds"] < 1, "the stats were not readable during the tick"
     assert long["beats"] > 10, "the reactor stayed stopped past REACTOR_HOLD_MAX_SECONDS"
     assert report["stopped_because"] == "cancelled"
+
+
+def test_a_tick_does_not_wait_for_a_reactor_that_may_be_waiting_for_room_in_the_item_queue():
+    from crawls.scraping.runner import ITEM_QUEUE_MAX, CrawlSession, reactor_held
+
+    session = CrawlSession()
+    session.crawler = object()  # a crawl is running
+    for number in range(ITEM_QUEUE_MAX):
+        session.on_item({"n": number})
+
+    started = time.monotonic()
+    with reactor_held(session):
+        held = session.reactor_held
+
+    assert not held
+    assert time.monotonic() - started < 0.2, "the tick waited for a reactor blocked on the full queue"

@@ -78,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo shop: cannot listen on 127.0.0.1:{args.port}: {exc.strerror}", file=sys.stderr)
         return 1
     site_ensure(args.dir, server.url)
-    # A launcher stops us with SIGTERM; end the same clean way as Ctrl-C.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # A launcher stops us with SIGTERM; end the same clean way as Ctrl-C. SIGINT too is set here: a script that
+    # starts us in the background (`python -m demo.serve &`) hands SIGINT down ignored, and Python keeps it so.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, signal.default_int_handler)
     print(f"demo shop at {server.url}/ (serving {args.dir})", flush=True)
     try:
         server.httpd.serve_forever()

@@ -212,7 +212,8 @@ def reactor_held(session: CrawlSession, limit: float = REACTOR_HOLD_MAX_SECONDS)
     Under the GIL a busy task thread beside the reactor costs the crawl far more than its own CPU: every time the
     reactor gives the GIL up (each socket call) it must wait to get it back. Upserting a 2,000-page crawl's items
     (~0.15 s of CPU) beside its reactor cost it seconds; held, its ticks cost it ~0.3 s (bench/README.md: 7 % less
-    time per job on SQLite, 28 % on PostgreSQL). Nothing in the tick may wait for the reactor meanwhile: `live_stats` reads the stats directly.
+    time per job on SQLite, 28 % on PostgreSQL). Nothing in the tick may wait for the reactor meanwhile:
+    `live_stats` reads the stats directly.
     """
     # A full item queue means the reactor may itself be waiting for this thread to drain it: do not wait for it.
     if session.crawler is None or session.items.full():

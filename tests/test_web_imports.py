@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 from django.conf import settings
@@ -37,16 +34,9 @@ def test_serving_post_api_jobs_imports_neither_crochet_nor_the_executor(requeste
         "DATABASE_URL": workers.test_database_url(),
         "REDIS_URL": settings.REDIS_URL,
     }
-    probe = subprocess.run(
-        [sys.executable, "-c", PROBE, requester.plain_token],
-        cwd=workers.BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    probe = workers.script_run(PROBE, requester.plain_token, env=env)
     assert probe.returncode == 0, probe.stderr
-    answer = json.loads(probe.stdout.strip().splitlines()[-1])
+    answer = workers.last_json_line(probe)
 
     assert answer["status"] == 201, probe.stderr
     assert CrawlJob.objects.filter(pk=answer["id"]).exists()  # the job really was created and published

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -18,6 +20,17 @@ from project.celery import app
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 _running: dict[str, Worker] = {}  # hostname → worker, for every worker this test process started and not yet stopped
+
+
+def script_run(script: str, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `script` with this Python in a process of its own, from the project's folder, its output captured."""
+    command = [sys.executable, "-c", script, *args]
+    return subprocess.run(command, cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def last_json_line(done: subprocess.CompletedProcess) -> Any:
+    """What a script run by `script_run` reported: the JSON on its last line of output."""
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def workers_running(*, broker_url: str) -> list[str]:

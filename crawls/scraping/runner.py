@@ -116,9 +116,11 @@ def _stop(crawler: Crawler):
     return deferred_from_coro(crawler.stop_async())
 
 
-@crochet.wait_for(timeout=10)
-def _snapshot(crawler: Crawler) -> dict[str, Any]:
+def _stats_copy(crawler: Crawler) -> dict[str, Any]:
     return dict(crawler.stats.get_stats()) if crawler.stats else {}
+
+
+_snapshot = crochet.wait_for(timeout=10)(_stats_copy)  # the copy made in the reactor thread
 
 
 def live_stats(session: CrawlSession) -> dict[str, Any]:
@@ -126,7 +128,7 @@ def live_stats(session: CrawlSession) -> dict[str, Any]:
     if session.crawler is None:
         return dict(session.reported_stats)
     if session.reactor_held:  # nothing runs in the reactor thread now: read them here (it could not answer)
-        return dict(session.crawler.stats.get_stats()) if session.crawler.stats else {}
+        return _stats_copy(session.crawler)
     try:
         return _snapshot(session.crawler)
     except crochet.TimeoutError:

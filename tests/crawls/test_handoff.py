@@ -3,12 +3,10 @@ requests it did not keep. Each crawl runs in a subprocess of its own: the reacto
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 
-from tests.workers import BASE_DIR
+from tests.workers import last_json_line, script_run
 
 DROPPING_CRAWL = """
 import json, os, sys, uuid
@@ -80,16 +78,14 @@ Frontier(job).delete()
 
 def run_script(script: str, url: str, redis_url: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "REDIS_URL": redis_url, "TRAWL_INSTALLATION_ID": "handoff-test"}
-    return subprocess.run(
-        [sys.executable, "-c", script, url], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=180
-    )
+    return script_run(script, url, env=env, timeout=180)
 
 
 def test_items_dropped_by_a_spider_s_pipeline_are_never_stored_and_each_page_is_fetched_once(site, redis_server):
     done = run_script(DROPPING_CRAWL, f"{site.url}/index.html", redis_server)
 
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = last_json_line(done)
     stored = result["stored"]
     assert result["reason"] == "finished"
     assert stored and result["dropped"] > 0

@@ -5,7 +5,6 @@ Run in a subprocess of its own: the reactor is process-wide and the test process
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import time
 
 import pytest
 
-from tests.workers import BASE_DIR
+from tests.workers import BASE_DIR, last_json_line, script_run
 
 SCRIPT = """
 import os, sys, time
@@ -21,8 +20,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from django.db import OperationalError
-from crawls.scraping.runner import run_spider
-from crawls.scraping.spiders.link import LinkSpider
+from tests.crawls.frontier_crawl import link_crawl
 
 url = sys.argv[1]
 ticks = []
@@ -34,14 +32,7 @@ def tick(session):
     return ""
 
 try:
-    run_spider(
-        spider_cls=LinkSpider,
-        settings={"CONCURRENT_REQUESTS": 1, "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR"},
-        spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 50}, "config": {}},
-        timeout=60,
-        on_tick=tick,
-        tick_seconds=0.5,
-    )
+    link_crawl(url, on_tick=tick, tick_seconds=0.5)
 except OperationalError:
     print("raised", flush=True)
 time.sleep(4)  # the process lives on, as a Celery pool process would: its crawl must not
@@ -113,14 +104,7 @@ def test_a_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_task_thre
     tick: an idle crawl asks for that tick at once. Before, a one-page job lasted until the next tick (0.5 s by
     default; 30 s here, so a crawl that waits for it cannot pass)."""
     env = {**os.environ, "REDIS_URL": redis_server, "TRAWL_INSTALLATION_ID": "runner-idle-test"}
-    done = subprocess.run(
-        [sys.executable, "-c", IDLE_SCRIPT, f"{site.url}/product-1.html"],
-        cwd=BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = script_run(IDLE_SCRIPT, f"{site.url}/product-1.html", env=env)
 
     assert done.returncode == 0, done.stderr
     reason, items, seconds = done.stdout.split()
@@ -156,9 +140,9 @@ import json, os, sys, time
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.scraping.runner import REACTOR_HOLD_MAX_SECONDS, live_stats, run_spider
+from crawls.scraping.runner import REACTOR_HOLD_MAX_SECONDS, live_stats
 from crawls.scraping.runtime import ensure_reactor
-from crawls.scraping.spiders.link import LinkSpider
+from tests.crawls.frontier_crawl import link_crawl
 
 ensure_reactor()
 from twisted.internet import reactor, task
@@ -183,15 +167,7 @@ def tick(session):
     ticks.append({"beats": len(beats) - before})
     return "cancelled"
 
-url = sys.argv[1]
-crawl, _ = run_spider(
-    spider_cls=LinkSpider,
-    settings={"CONCURRENT_REQUESTS": 1, "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR"},
-    spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 50}, "config": {}},
-    timeout=60,
-    on_tick=tick,
-    tick_seconds=0.2,
-)
+crawl = link_crawl(sys.argv[1], on_tick=tick, tick_seconds=0.2)
 print(json.dumps({"ticks": ticks, "stopped_because": crawl.stopped_because}), flush=True)
 """
 
@@ -199,16 +175,10 @@ print(json.dumps({"ticks": ticks, "stopped_because": crawl.stopped_because}), fl
 def test_the_reactor_waits_while_the_task_thread_ticks_but_never_longer_than_the_bound(fast_slow_site):
     """Under the GIL a busy task thread beside the reactor slows the crawl far beyond its own CPU (reactor_held):
     the reactor waits for the tick, which can still read the crawl's stats, and goes on alone after the bound."""
-    done = subprocess.run(
-        [sys.executable, "-c", HOLD_SCRIPT, f"{fast_slow_site.url}/slow/700000"],
-        cwd=BASE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = script_run(HOLD_SCRIPT, f"{fast_slow_site.url}/slow/700000")
 
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = last_json_line(done)
     short, long = report["ticks"]
     assert short["beats"] == 0, "the reactor ran while the task thread ticked"
     assert short["responses"] >= 1 and short["stats_seconds"] < 1, "the stats were not readable during the tick"

@@ -217,8 +217,9 @@ def main() -> None:
 
     server = CrawlServer(out=out, reactor=reactor, idle_seconds=float(settings.TRAWL_PACKAGE_CHILD_IDLE_SECONDS))
     threading.Thread(target=server.read_commands, name="commands", daemon=True).start()
-    from crawls.scraping.runtime import tune_gc
+    from crawls.scraping.runtime import preload_components, tune_gc
 
+    preload_components()
     tune_gc()
     reactor.callWhenRunning(server.send, "ready", pid=os.getpid())
     reactor.callWhenRunning(server._arm_idle)

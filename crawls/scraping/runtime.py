@@ -1,10 +1,16 @@
-"""One Twisted reactor per worker process, running in crochet's thread; the process's garbage collector tuned for
-crawling."""
+"""One Twisted reactor per worker process, running in crochet's thread; Scrapy's components imported and the
+process's garbage collector tuned for crawling."""
 
 from __future__ import annotations
 
 import gc
+import importlib
+import logging
+import pkgutil
 import threading
+from typing import Any
+
+logger = logging.getLogger("trawl.runtime")
 
 # A crawl allocates and frees container objects by the hundred per page (requests, responses, Deferreds, tasks,
 # items); at CPython's default (a young-generation pass every 700 net allocations) a 2,000-page crawl runs ~400
@@ -12,6 +18,21 @@ import threading
 # Celery, Scrapy). With these thresholds and the import-time heap frozen, the same crawl runs ~10 (~0.05 s;
 # bench/README.md). Real garbage cycles are still collected, after 10,000 allocations instead of 700.
 GC_THRESHOLDS = (10_000, 10, 10)
+
+# Scrapy imports most of its components when a crawl first builds them: in a fresh pool process that was ~7 % of the
+# first job's reactor time (the HTTP handler's import alone walks the call stack for its deprecation shims), paid
+# again after every pool restart. Imported with the process instead, they also land in the frozen heap.
+COMPONENT_DICTS = ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "EXTENSIONS", "ITEM_PIPELINES")  # paths are keys
+CLASS_SETTINGS = (
+    "DOWNLOADER",
+    "DNS_RESOLVER",
+    "DOWNLOADER_CLIENTCONTEXTFACTORY",
+    "ITEM_PROCESSOR",
+    "LOG_FORMATTER",
+    "REQUEST_FINGERPRINTER_CLASS",
+    "ROBOTSTXT_PARSER",
+    "STATS_CLASS",
+)
 
 _lock = threading.Lock()
 _ready = False
@@ -33,6 +54,7 @@ def ensure_reactor() -> None:
         import crochet
 
         crochet.setup()
+        preload_components()
         tune_gc()
         _ready = True
 
@@ -43,3 +65,34 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def preload_components() -> None:
+    """Import the Scrapy components every crawl builds: Scrapy's defaults and Trawl's own (its middlewares,
+    extensions, item handoff, frontier scheduler and spiders). One that cannot be imported is left to fail, or be
+    skipped, where a crawl uses it."""
+    from django.conf import settings as django_settings
+    from scrapy.settings import Settings
+    from scrapy.utils.misc import load_object
+
+    from crawls.scraping.handoff import with_item_handoff
+    from crawls.scraping.settings import GUARD, GUARD_ORDER
+    from crawls.services.shards import DUPEFILTER, SCHEDULER
+
+    settings = Settings(with_item_handoff(dict(django_settings.TRAWL_SCRAPY_SETTINGS)))
+    settings.setdict({"SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER})
+    settings.set("EXTENSIONS", django_settings.TRAWL_SCRAPY_EXTENSIONS)
+    settings.set("DOWNLOADER_MIDDLEWARES", {**django_settings.TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES, GUARD: GUARD_ORDER})
+    paths: list[Any] = [settings[name] for name in (*CLASS_SETTINGS, "SCHEDULER", "DUPEFILTER_CLASS")]
+    paths += settings.getwithbase("DOWNLOAD_HANDLERS").values()
+    for name in COMPONENT_DICTS:
+        paths += settings.getwithbase(name).keys()
+    for path in paths:
+        if isinstance(path, str):
+            try:
+                load_object(path)
+            except Exception as exc:  # an optional dependency missing: the crawl that needs it says so
+                logger.debug("not preloaded: %s (%s)", path, exc)
+    spiders = importlib.import_module("crawls.scraping.spiders")
+    for module in pkgutil.iter_modules(spiders.__path__, f"{spiders.__name__}."):
+        importlib.import_module(module.name)

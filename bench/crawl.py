@@ -55,6 +55,7 @@ from _durable import PARALLEL_GOAL, REFETCH_GOAL, run_job, run_killed
 GOAL = 0.90
 MAXDEPTH = 50
 SPIDER = BENCH_DIR / "spiders" / "link.py"
+TRAWL_PACKAGES = ("crawls.", "throttling.", "items.", "project.")
 
 
 @dataclass
@@ -99,10 +100,15 @@ def setup_django() -> None:
 
 
 def scrapy_settings_args() -> list[str]:
-    """Trawl's base Scrapy settings as `-s` options; its own components (dict settings) are Trawl's overhead."""
+    """Trawl's base Scrapy settings as `-s` options. Not its own components (dict settings, and classes of its own
+    such as its stats collector): plain Scrapy runs with Scrapy's."""
     from django.conf import settings
 
-    scalars = {name: value for name, value in settings.TRAWL_SCRAPY_SETTINGS.items() if not isinstance(value, dict)}
+    scalars = {
+        name: value
+        for name, value in settings.TRAWL_SCRAPY_SETTINGS.items()
+        if not isinstance(value, dict) and not (isinstance(value, str) and value.startswith(TRAWL_PACKAGES))
+    }
     return [arg for name, value in scalars.items() for arg in ("-s", f"{name}={value}")]
 
 

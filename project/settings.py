@@ -175,6 +175,8 @@ TRAWL_SCRAPY_SETTINGS = {
     "CONCURRENT_ITEMS": 10,
     "USER_AGENT": "Trawl/0.1 (+https://github.com/trawl)",
     "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
+    # Scrapy's own collector without its per-call deprecation check (crawls/scraping/stats.py).
+    "STATS_CLASS": "crawls.scraping.stats.CrawlStats",
 }
 # The runner adds its own components through these so user settings never drop them by accident.
 TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {

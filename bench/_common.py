@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -115,6 +116,23 @@ class PeakRss:
     def __exit__(self, *exc) -> None:
         self._done.set()
         self._thread.join()
+
+
+BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq")  # psutil.cpu_times(): guest time is counted in user
+
+
+class BusyCores:
+    """How many of the machine's CPUs were busy, on average, while the block ran (every process, not only ours)."""
+
+    def __enter__(self) -> BusyCores:
+        self._times, self._started = psutil.cpu_times(), time.monotonic()
+        self.cores = 0.0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        after, elapsed = psutil.cpu_times(), time.monotonic() - self._started
+        busy = sum(getattr(after, name, 0) - getattr(self._times, name, 0) for name in BUSY_FIELDS)
+        self.cores = busy / elapsed if elapsed else 0.0
 
 
 def mib(size: int) -> str:

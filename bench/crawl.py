@@ -41,6 +41,7 @@ from _common import (
     BASE_DIR,
     BENCH_DIR,
     PYTHON,
+    BusyCores,
     PeakRss,
     exit_on_sigterm,
     mib,
@@ -66,6 +67,7 @@ class Run:
     cpu_seconds: float
     peak_rss: int
     note: str = ""
+    busy_cores: float = 0.0  # the machine's, during the run
 
     @property
     def rate(self) -> float:
@@ -121,6 +123,7 @@ def run_scrapy(url: str, tmp: Path, number: int, timeout: float) -> Run:
     started = time.monotonic()
     # cwd=tmp: no scrapy.cfg around, so only the settings given here apply.
     with (
+        BusyCores() as busy,
         running(spawn(command, cwd=tmp, log_path=tmp / "scrapy.log")) as process,
         PeakRss(lambda: [process.pid]) as rss,
     ):
@@ -129,7 +132,8 @@ def run_scrapy(url: str, tmp: Path, number: int, timeout: float) -> Run:
     wall = time.monotonic() - started
     stats = json.loads(stats_path.read_text())
     pages, seconds, cpu = job_stats(stats)["pages"], stats["bench/crawl_seconds"], stats["bench/crawl_cpu_seconds"]
-    return Run("scrapy", pages, seconds, cpu, rss.peak, f"process wall {wall:.2f} s")
+    note = f"process wall {wall:.2f} s, machine {busy.cores:.2f} CPUs busy"
+    return Run("scrapy", pages, seconds, cpu, rss.peak, note, busy.cores)
 
 
 def start_worker(
@@ -166,7 +170,7 @@ def run_trawl(url: str, worker: subprocess.Popen, tmp: Path, timeout: float) -> 
     children = psutil.Process(worker.pid).children()
     pool = [child.pid for child in children]
     cpu_before = sum(sum(child.cpu_times()[:2]) for child in children)
-    with PeakRss(lambda: pool) as rss:
+    with BusyCores() as busy, PeakRss(lambda: pool) as rss:
         job = job_create(url=url, options={"maxdepth": MAXDEPTH})
         deadline = time.monotonic() + timeout
         while job.status in ACTIVE_STATUSES and time.monotonic() < deadline:
@@ -178,7 +182,8 @@ def run_trawl(url: str, worker: subprocess.Popen, tmp: Path, timeout: float) -> 
     cpu = sum(sum(child.cpu_times()[:2]) for child in children) - cpu_before
     stats = job.stats
     note = ", ".join(f"items {change} {stats.get(f'items_{change}', 0)}" for change in ("new", "changed", "unchanged"))
-    return Run("trawl", stats["pages"], job.duration, cpu, rss.peak, note)
+    note += f", machine {busy.cores:.2f} CPUs busy"
+    return Run("trawl", stats["pages"], job.duration, cpu, rss.peak, note, busy.cores)
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -217,6 +222,7 @@ def report(runs: list[Run], pages: int) -> dict:
         "best_ratio": round(best["trawl"] / best["scrapy"], 3),
         "cpu_ratio": round(cpu["trawl"] / cpu["scrapy"], 3),
         "scrapy_peak_rss_mib": round(peak["scrapy"] / 2**20, 1),
+        "scrapy_busy_cores": round(statistics.mean(run.busy_cores for run in groups["scrapy"]), 2),
         "trawl_peak_rss_mib": round(peak["trawl"] / 2**20, 1),
     }
 
@@ -256,16 +262,21 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
     stop(worker)  # the durable measures use a worker with two pool processes
     if args.single_only:
         return summary
-    return summary | durable(args, url, tmp, stack, scrapy_rate=summary["scrapy_mean"])
+    return summary | durable(args, url, tmp, stack, single=summary)
 
 
-def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.ExitStack, *, scrapy_rate: float) -> dict:
+def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.ExitStack, *, single: dict) -> dict:
+    """The parallel and kill measures; `single` is the single-job summary (plain Scrapy's rate and CPU use)."""
     # Heartbeats every second, so the bench's reaper (3 s) finds the killed crawl at once and no live one.
     start_worker(tmp, stack, concurrency=2, env={"TRAWL_HEARTBEAT_SECONDS": "1"})
     log = lambda: tail(tmp / "worker.log")  # noqa: E731
-    pages, seconds = run_job(url, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
-    parallel = pages / seconds / scrapy_rate
-    print(f"\nparallelism 2, worker -c 2: {pages} pages in {seconds:.2f} s = {pages / seconds:.1f} pages/s")
+    with BusyCores() as busy:
+        pages, seconds = run_job(url, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
+    parallel = pages / seconds / single["scrapy_mean"]
+    print(
+        f"\nparallelism 2, worker -c 2: {pages} pages in {seconds:.2f} s = {pages / seconds:.1f} pages/s,"
+        f" machine {busy.cores:.2f} of {os.cpu_count()} CPUs busy (plain Scrapy: {single['scrapy_busy_cores']:.2f})"
+    )
     verdict = "PASS" if parallel >= PARALLEL_GOAL else "BELOW GOAL"
     print(f"ratio parallel trawl/scrapy {parallel:.3f} (goal >= {PARALLEL_GOAL}): {verdict}")
     kill = run_killed(tmp, pages=args.pages, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log, unthrottle=unthrottle)
@@ -281,6 +292,7 @@ def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.Exi
     return latency | {
         "parallel_pages_per_s": round(pages / seconds, 1),
         "parallel_ratio": round(parallel, 3),
+        "parallel_busy_cores": round(busy.cores, 2),
         "parallel_goal": PARALLEL_GOAL,
         "killed_pages_twice": kill.twice,
         "killed_pages_never": kill.never,

@@ -6,10 +6,12 @@ for Trawl the job's `duration` (claim → finished, so it also pays routing, ite
 CPU time is counted over the same spans (Scrapy's process; Trawl's worker pool child).
 Prints pages/s per run, the means, Trawl/Scrapy (goal ≥ 0.90) and peak RSS; the last line is a JSON summary.
 
-Then, on a worker with two pool processes (bench/_durable.py): one job with `parallelism: 2` ÷ the Scrapy mean
-(goal ≥ 1.7), and a crawl SIGKILLed halfway: pages fetched twice ÷ CONCURRENT_REQUESTS (goal ≤ 1). The site above
-answers at once, so every crawler is CPU-bound (the worst case for Trawl's per-page work in Redis and the database)
-and a second shard only helps with a spare core; both measures (one job, parallelism 2) are repeated on a site whose
+Then two plain Scrapy crawls of the site at once, for the most two crawling processes get from this machine (its
+cores, caches and memory shared), and on a worker with two pool processes (bench/_durable.py): one job with
+`parallelism: 2` ÷ the Scrapy mean (goal ≥ 1.7) and ÷ that pair's, and a crawl SIGKILLed halfway: pages fetched
+twice ÷ CONCURRENT_REQUESTS (goal ≤ 1). The site above answers at once, so every crawler is CPU-bound (the worst
+case for Trawl's per-page work in Redis and the database) and a second shard only helps with a spare core; both
+measures (one job, parallelism 2) are repeated on a site whose
 every answer takes --latency seconds (as a real site's do), against plain Scrapy on that site.
 
     .venv/bin/python bench/crawl.py [--pages 2000] [--rounds 2] [--latency 0.1] [--latency-pages 2000] [--single-only]
@@ -30,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -134,6 +137,21 @@ def run_scrapy(url: str, tmp: Path, number: int, timeout: float) -> Run:
     pages, seconds, cpu = job_stats(stats)["pages"], stats["bench/crawl_seconds"], stats["bench/crawl_cpu_seconds"]
     note = f"process wall {wall:.2f} s, machine {busy.cores:.2f} CPUs busy"
     return Run("scrapy", pages, seconds, cpu, rss.peak, note, busy.cores)
+
+
+def run_scrapy_pair(url: str, tmp: Path, timeout: float) -> tuple[float, float]:
+    """Two plain Scrapy crawls of the site at once: (pages/s together, CPUs busy). Two processes that share nothing
+    but the machine: the most two crawling processes get out of it, whatever they are."""
+    runs: list[Run] = []
+    with BusyCores() as busy:
+        pair = [threading.Thread(target=lambda n=n: runs.append(run_scrapy(url, tmp, n, timeout))) for n in (91, 92)]
+        for thread in pair:
+            thread.start()
+        for thread in pair:
+            thread.join()
+    if len(runs) != 2:
+        raise RuntimeError(f"a plain Scrapy crawl of the pair failed:\n{tail(tmp / 'scrapy.log')}")
+    return sum(run.pages for run in runs) / max(run.seconds for run in runs), busy.cores
 
 
 def start_worker(
@@ -267,6 +285,12 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
 
 def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.ExitStack, *, single: dict) -> dict:
     """The parallel and kill measures; `single` is the single-job summary (plain Scrapy's rate and CPU use)."""
+    pair_rate, pair_busy = run_scrapy_pair(url, tmp, args.timeout)
+    ceiling = pair_rate / single["scrapy_mean"]
+    print(
+        f"\ntwo plain Scrapy crawls at once: {pair_rate:.1f} pages/s together = {ceiling:.2f} x one,"
+        f" machine {pair_busy:.2f} of {os.cpu_count()} CPUs busy (the most two crawling processes get from it)"
+    )
     # Heartbeats every second, so the bench's reaper (3 s) finds the killed crawl at once and no live one.
     start_worker(tmp, stack, concurrency=2, env={"TRAWL_HEARTBEAT_SECONDS": "1"})
     log = lambda: tail(tmp / "worker.log")  # noqa: E731
@@ -274,11 +298,12 @@ def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.Exi
         pages, seconds = run_job(url, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
     parallel = pages / seconds / single["scrapy_mean"]
     print(
-        f"\nparallelism 2, worker -c 2: {pages} pages in {seconds:.2f} s = {pages / seconds:.1f} pages/s,"
+        f"parallelism 2, worker -c 2: {pages} pages in {seconds:.2f} s = {pages / seconds:.1f} pages/s,"
         f" machine {busy.cores:.2f} of {os.cpu_count()} CPUs busy (plain Scrapy: {single['scrapy_busy_cores']:.2f})"
     )
     verdict = "PASS" if parallel >= PARALLEL_GOAL else "BELOW GOAL"
     print(f"ratio parallel trawl/scrapy {parallel:.3f} (goal >= {PARALLEL_GOAL}): {verdict}")
+    print(f"ratio parallel trawl / two plain Scrapy crawls at once {parallel / ceiling:.3f}")
     kill = run_killed(tmp, pages=args.pages, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log, unthrottle=unthrottle)
     print(
         f"SIGKILL halfway: {kill.pages} of {args.pages} pages fetched ({kill.never} never), {kill.twice} twice;"
@@ -293,6 +318,8 @@ def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.Exi
         "parallel_pages_per_s": round(pages / seconds, 1),
         "parallel_ratio": round(parallel, 3),
         "parallel_busy_cores": round(busy.cores, 2),
+        "scrapy_pair_ratio": round(ceiling, 3),
+        "parallel_of_pair": round(parallel / ceiling, 3),
         "parallel_goal": PARALLEL_GOAL,
         "killed_pages_twice": kill.twice,
         "killed_pages_never": kill.never,

@@ -6,13 +6,13 @@ for Trawl the job's `duration` (claim → finished, so it also pays routing, ite
 CPU time is counted over the same spans (Scrapy's process; Trawl's worker pool child).
 Prints pages/s per run, the means, Trawl/Scrapy (goal ≥ 0.90) and peak RSS; the last line is a JSON summary.
 
-Then two plain Scrapy crawls of the site at once, for the most two crawling processes get from this machine (its
-cores, caches and memory shared), and on a worker with two pool processes (bench/_durable.py): one job with
-`parallelism: 2` ÷ the Scrapy mean (goal ≥ 1.7) and ÷ that pair's, and a crawl SIGKILLed halfway: pages fetched
-twice ÷ CONCURRENT_REQUESTS (goal ≤ 1). The site above answers at once, so every crawler is CPU-bound (the worst
-case for Trawl's per-page work in Redis and the database) and a second shard only helps with a spare core; both
-measures (one job, parallelism 2) are repeated on a site whose
-every answer takes --latency seconds (as a real site's do), against plain Scrapy on that site.
+Then, --rounds times in turn, two plain Scrapy crawls of the site at once (the most two crawling processes get
+from this machine: its cores, caches and memory shared) and one job with `parallelism: 2` on a worker with two pool
+processes (bench/_durable.py); their mean ÷ the Scrapy mean above (goal ≥ 1.7 for the job), and the job ÷ the pair.
+And a crawl SIGKILLed halfway: pages fetched twice ÷ CONCURRENT_REQUESTS (goal ≤ 1). The site above answers at
+once, so every crawler is CPU-bound (the worst case for Trawl's per-page work in Redis and the database) and a
+second shard only helps with a spare core; both measures (one job, parallelism 2) are repeated on a site whose every
+answer takes --latency seconds (as a real site's do), against plain Scrapy on that site.
 
     .venv/bin/python bench/crawl.py [--pages 2000] [--rounds 2] [--latency 0.1] [--latency-pages 2000] [--single-only]
 
@@ -285,22 +285,32 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
 
 def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.ExitStack, *, single: dict) -> dict:
     """The parallel and kill measures; `single` is the single-job summary (plain Scrapy's rate and CPU use)."""
-    pair_rate, pair_busy = run_scrapy_pair(url, tmp, args.timeout)
-    ceiling = pair_rate / single["scrapy_mean"]
-    print(
-        f"\ntwo plain Scrapy crawls at once: {pair_rate:.1f} pages/s together = {ceiling:.2f} x one,"
-        f" machine {pair_busy:.2f} of {os.cpu_count()} CPUs busy (the most two crawling processes get from it)"
-    )
     # Heartbeats every second, so the bench's reaper (3 s) finds the killed crawl at once and no live one.
     start_worker(tmp, stack, concurrency=2, env={"TRAWL_HEARTBEAT_SECONDS": "1"})
     log = lambda: tail(tmp / "worker.log")  # noqa: E731
-    with BusyCores() as busy:
-        pages, seconds = run_job(url, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
-    parallel = pages / seconds / single["scrapy_mean"]
-    print(
-        f"parallelism 2, worker -c 2: {pages} pages in {seconds:.2f} s = {pages / seconds:.1f} pages/s,"
-        f" machine {busy.cores:.2f} of {os.cpu_count()} CPUs busy (plain Scrapy: {single['scrapy_busy_cores']:.2f})"
-    )
+    print()
+    pair_rates, rates, busy_cores = [], [], []
+    for number in range(1, args.rounds + 1):  # a pair, then the job (the worker idles meanwhile)
+        pair_rate, pair_busy = run_scrapy_pair(url, tmp, args.timeout)
+        pair_rates.append(pair_rate)
+        print(
+            f"round {number} two plain Scrapy crawls at once: {pair_rate:.1f} pages/s together,"
+            f" machine {pair_busy:.2f} of {os.cpu_count()} CPUs busy",
+            flush=True,
+        )
+        with BusyCores() as busy:
+            pages, seconds = run_job(url, maxdepth=MAXDEPTH, timeout=args.timeout, tail=log)
+        rates.append(pages / seconds)
+        busy_cores.append(busy.cores)
+        print(
+            f"round {number} parallelism 2, worker -c 2: {pages} pages in {seconds:.2f} s = {pages / seconds:.1f}"
+            f" pages/s, machine {busy.cores:.2f} of {os.cpu_count()} CPUs busy"
+            f" (plain Scrapy alone: {single['scrapy_busy_cores']:.2f})",
+            flush=True,
+        )
+    ceiling = statistics.mean(pair_rates) / single["scrapy_mean"]
+    parallel = statistics.mean(rates) / single["scrapy_mean"]
+    print(f"ratio two plain Scrapy crawls at once / one {ceiling:.3f} (the most two crawling processes get here)")
     verdict = "PASS" if parallel >= PARALLEL_GOAL else "BELOW GOAL"
     print(f"ratio parallel trawl/scrapy {parallel:.3f} (goal >= {PARALLEL_GOAL}): {verdict}")
     print(f"ratio parallel trawl / two plain Scrapy crawls at once {parallel / ceiling:.3f}")
@@ -315,9 +325,9 @@ def durable(args: argparse.Namespace, url: str, tmp: Path, stack: contextlib.Exi
     print(f"ratio fetched twice / {limit} {kill.ratio:.3f} (goal <= {REFETCH_GOAL:g}): {verdict}")
     latency = latency_bound(args, tmp)
     return latency | {
-        "parallel_pages_per_s": round(pages / seconds, 1),
+        "parallel_pages_per_s": [round(rate, 1) for rate in rates],
         "parallel_ratio": round(parallel, 3),
-        "parallel_busy_cores": round(busy.cores, 2),
+        "parallel_busy_cores": round(statistics.mean(busy_cores), 2),
         "scrapy_pair_ratio": round(ceiling, 3),
         "parallel_of_pair": round(parallel / ceiling, 3),
         "parallel_goal": PARALLEL_GOAL,

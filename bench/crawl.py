@@ -32,9 +32,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -71,6 +71,7 @@ class Run:
     peak_rss: int
     note: str = ""
     busy_cores: float = 0.0  # the machine's, during the run
+    span: tuple[float, float] = (0.0, 0.0)  # time.monotonic() at the crawl's start and end (the machine's clock)
 
     @property
     def rate(self) -> float:
@@ -120,38 +121,34 @@ def scrapy_settings_args() -> list[str]:
 def run_scrapy(url: str, tmp: Path, number: int, timeout: float) -> Run:
     from crawls.scraping.outcome import job_stats
 
-    stats_path = tmp / f"scrapy-{number}.json"
+    stats_path, log_path = tmp / f"scrapy-{number}.json", tmp / f"scrapy-{number}.log"
+    stats_path.unlink(missing_ok=True)  # a crawl that failed to write its stats must not be read as an earlier one
     command = [PYTHON, "-m", "scrapy", "runspider", str(SPIDER), "-a", f"url={url}", "-a", f"maxdepth={MAXDEPTH}"]
     command += ["-a", f"stats_path={stats_path}", *scrapy_settings_args()]
     started = time.monotonic()
     # cwd=tmp: no scrapy.cfg around, so only the settings given here apply.
     with (
         BusyCores() as busy,
-        running(spawn(command, cwd=tmp, log_path=tmp / "scrapy.log")) as process,
+        running(spawn(command, cwd=tmp, log_path=log_path)) as process,
         PeakRss(lambda: [process.pid]) as rss,
     ):
         if process.wait(timeout):
-            raise RuntimeError(f"scrapy exited with {process.returncode}:\n{tail(tmp / 'scrapy.log')}")
+            raise RuntimeError(f"scrapy exited with {process.returncode}:\n{tail(log_path)}")
     wall = time.monotonic() - started
     stats = json.loads(stats_path.read_text())
     pages, seconds, cpu = job_stats(stats)["pages"], stats["bench/crawl_seconds"], stats["bench/crawl_cpu_seconds"]
     note = f"process wall {wall:.2f} s, machine {busy.cores:.2f} CPUs busy"
-    return Run("scrapy", pages, seconds, cpu, rss.peak, note, busy.cores)
+    return Run("scrapy", pages, seconds, cpu, rss.peak, note, busy.cores, tuple(stats["bench/monotonic_span"]))
 
 
 def run_scrapy_pair(url: str, tmp: Path, timeout: float) -> tuple[float, float]:
     """Two plain Scrapy crawls of the site at once: (pages/s together, CPUs busy). Two processes that share nothing
     but the machine: the most two crawling processes get out of it, whatever they are."""
-    runs: list[Run] = []
-    with BusyCores() as busy:
-        pair = [threading.Thread(target=lambda n=n: runs.append(run_scrapy(url, tmp, n, timeout))) for n in (91, 92)]
-        for thread in pair:
-            thread.start()
-        for thread in pair:
-            thread.join()
-    if len(runs) != 2:
-        raise RuntimeError(f"a plain Scrapy crawl of the pair failed:\n{tail(tmp / 'scrapy.log')}")
-    return sum(run.pages for run in runs) / max(run.seconds for run in runs), busy.cores
+    with BusyCores() as busy, ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [future.result() for future in [pool.submit(run_scrapy, url, tmp, n, timeout) for n in (91, 92)]]
+    # From the first crawl's start to the last one's end: neither gets credit for the other's start-up.
+    span = max(run.span[1] for run in runs) - min(run.span[0] for run in runs)
+    return sum(run.pages for run in runs) / span, busy.cores
 
 
 def start_worker(

@@ -219,7 +219,7 @@ def main() -> None:
     threading.Thread(target=server.read_commands, name="commands", daemon=True).start()
     from crawls.scraping.runtime import preload_components, tune_gc
 
-    preload_components()
+    preload_components(spiders=False)  # it crawls with its package's spider, never Trawl's
     tune_gc()
     reactor.callWhenRunning(server.send, "ready", pid=os.getpid())
     reactor.callWhenRunning(server._arm_idle)

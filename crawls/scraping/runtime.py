@@ -39,7 +39,8 @@ _ready = False
 
 
 def ensure_reactor() -> None:
-    """Install the asyncio reactor and start it under crochet, and tune the collector, once per process.
+    """Install the asyncio reactor and start it under crochet, import the crawl components and tune the collector,
+    once per process.
 
     Called from Celery's `worker_process_init` (so the parent that forks pool processes never owns a reactor) and
     again, harmlessly, before each crawl for pools that do not send that signal (solo, threads).
@@ -67,32 +68,41 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def preload_components() -> None:
+def preload_components(*, spiders: bool = True) -> None:
     """Import the Scrapy components every crawl builds: Scrapy's defaults and Trawl's own (its middlewares,
-    extensions, item handoff, frontier scheduler and spiders). One that cannot be imported is left to fail, or be
-    skipped, where a crawl uses it."""
+    extensions, item handoff, frontier scheduler) and, unless told not to, Trawl's spiders. Only a head start: what
+    cannot be imported here is left to fail, or be skipped, where a crawl uses it."""
+    try:
+        _import_components(spiders=spiders)
+    except Exception:
+        logger.warning("crawl components not preloaded; the first crawl imports them", exc_info=True)
+
+
+def _import_components(*, spiders: bool) -> None:
     from django.conf import settings as django_settings
     from scrapy.settings import Settings
     from scrapy.utils.misc import load_object
 
     from crawls.scraping.handoff import with_item_handoff
-    from crawls.scraping.settings import GUARD, GUARD_ORDER
+    from crawls.scraping.settings import COMPONENT_SETTINGS, GUARD, GUARD_ORDER
     from crawls.services.shards import DUPEFILTER, SCHEDULER
 
     settings = Settings(with_item_handoff(dict(django_settings.TRAWL_SCRAPY_SETTINGS)))
     settings.setdict({"SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER})
-    settings.set("EXTENSIONS", django_settings.TRAWL_SCRAPY_EXTENSIONS)
-    settings.set("DOWNLOADER_MIDDLEWARES", {**django_settings.TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES, GUARD: GUARD_ORDER})
+    for name, trawl_name in COMPONENT_SETTINGS.items():
+        settings.set(name, dict(getattr(django_settings, trawl_name)))
+    settings["DOWNLOADER_MIDDLEWARES"][GUARD] = GUARD_ORDER
     paths: list[Any] = [settings[name] for name in (*CLASS_SETTINGS, "SCHEDULER", "DUPEFILTER_CLASS")]
     paths += settings.getwithbase("DOWNLOAD_HANDLERS").values()
     for name in COMPONENT_DICTS:
-        paths += settings.getwithbase(name).keys()
+        paths += [path for path, order in settings.getwithbase(name).items() if order is not None]
     for path in paths:
-        if isinstance(path, str):
+        if isinstance(path, str) and "." in path:  # not a placeholder such as Scrapy's "SENTINEL"
             try:
                 load_object(path)
             except Exception as exc:  # an optional dependency missing: the crawl that needs it says so
                 logger.debug("not preloaded: %s (%s)", path, exc)
-    spiders = importlib.import_module("crawls.scraping.spiders")
-    for module in pkgutil.iter_modules(spiders.__path__, f"{spiders.__name__}."):
-        importlib.import_module(module.name)
+    if spiders:
+        package = importlib.import_module("crawls.scraping.spiders")
+        for module in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+            importlib.import_module(module.name)

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests import workers
+from tests import workers  # not its test_database_url by name: pytest would collect it as a test
 from tests.workers import BASE_DIR, last_json_line, script_run
 
 CYCLES = """
@@ -77,7 +77,7 @@ print(json.dumps({"pages": crawl.stats.get("response_received_count"), "imported
 CRAWL_PACKAGES = ("scrapy", "twisted", "crawls", "throttling", "items", "parsel", "w3lib", "protego", "lxml")
 
 
-def test_a_pool_process_first_crawl_imports_no_crawl_component(db, site, redis_server):
+def test_a_pool_process_s_first_crawl_imports_no_crawl_component(db, site, redis_server):
     """Scrapy imports its components when a crawl first builds them: a fresh pool process paid ~7 % of its first
     job's crawl time for that (bench/README.md). The process imports them as it starts instead."""
     env = {**os.environ, "REDIS_URL": redis_server, "DATABASE_URL": workers.test_database_url()}

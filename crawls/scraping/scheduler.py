@@ -318,6 +318,10 @@ class FrontierScheduler(BaseScheduler):
             self.leave = verdict
             self.stats.set_value("frontier/leave", verdict)
             return
+        if verdict == "work":  # another shard queued requests meanwhile: take them now, not at the next poll
+            self._send_outbox()
+            if self.commits:
+                raise DontCloseSpider("frontier: taking")  # the commit wakes the engine when it has landed
         if verdict == "wait":
             self.crawler.signals.send_catch_log(signal=store_wanted)
         if self.poke is None or not self.poke.active():

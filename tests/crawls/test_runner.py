@@ -112,6 +112,83 @@ def test_a_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_task_thre
     assert float(seconds) < 15, f"the crawl ended {seconds} s after it started: it waited for the 30 s tick"
 
 
+HANDOVER_SCRIPT = """
+import json, os, pickle, sys, time, uuid
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+import django
+django.setup()
+from scrapy import Request
+from crawls.frontier import Frontier
+from crawls.scraping import scheduler
+from crawls.scraping.runner import run_spider
+from crawls.scraping.spiders.link import LinkSpider
+from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+
+# An idle shard looks at the frontier again only at Scrapy's own heartbeat (5 s), never at this poll.
+scheduler.IDLE_POLL_SECONDS = 120
+site, job = sys.argv[1], uuid.uuid4().hex
+frontier, other = Frontier(job), Frontier(job, shard=1)  # the other shard of the job is played from here
+other.renew()
+other.push(b"held elsewhere")
+held = other.pop()  # in flight at the other shard: the crawl below cannot end, it waits
+events, queued = {}, []
+
+def observed(method, record):
+    def wrapper(self, *args):
+        result = method(self, *args)
+        record(self, result)
+        return result
+    return wrapper
+
+def on_verdict(shard, verdict):
+    if shard.shard == 0 and (verdict != "work" or queued):
+        events.setdefault(verdict, time.monotonic())
+
+def on_request(scheduler_, request):
+    if request is not None and request.url.endswith("/product-2.html"):
+        events.setdefault("taken", time.monotonic())
+
+Frontier.try_finish = observed(Frontier.try_finish, on_verdict)
+scheduler.FrontierScheduler.next_request = observed(scheduler.FrontierScheduler.next_request, on_request)
+store = storing_tick(frontier)
+
+def tick(session):
+    if "wait" in events and not queued:  # idle, waiting for the other shard: which now queues a page
+        other.commit(requests=[(pickle.dumps(Request(f"{site}/product-2.html").to_dict(), 5), 0, None)])
+        queued.append(time.monotonic())
+    if "taken" in events and held:  # then finishes its own request and leaves; the crawl below may end
+        other.commit(done=held)
+        held.clear()
+        other.try_finish()
+    return store(session)
+
+crawl, _ = run_spider(
+    spider_cls=LinkSpider,
+    settings=frontier_crawl_settings(job),
+    spider_kwargs={"url": site, "start_urls": [f"{site}/product-1.html"], "options": {"maxdepth": 0}, "config": {}},
+    timeout=90,
+    on_tick=tick,
+    tick_seconds=0.2,
+)
+frontier.delete()
+print(json.dumps({"reason": crawl.finish_reason, "pages": crawl.stats.get("response_received_count"),
+                  "work_to_taken": events["taken"] - events["work"]}))
+"""
+
+
+def test_an_idle_shard_takes_what_another_shard_queued_as_soon_as_it_sees_it(site, redis_server):
+    """A shard waiting for the others asks the frontier now and then; once the answer is "work" it takes it at once,
+    not at its next poll (a parallel crawl's shards go idle whenever the other one holds the whole queue). Without
+    that, it took until Scrapy's next heartbeat here, 5 s later."""
+    env = {**os.environ, "REDIS_URL": redis_server, "TRAWL_INSTALLATION_ID": "runner-handover-test"}
+    done = script_run(HANDOVER_SCRIPT, site.url, env=env)
+
+    assert done.returncode == 0, done.stderr
+    report = last_json_line(done)
+    assert (report["reason"], report["pages"]) == ("finished", 2)  # its own page, and the one the other shard queued
+    assert report["work_to_taken"] < 2.5
+
+
 def test_the_item_queue_is_bounded_and_the_reactor_waits_for_room():
     """A crawl faster than the database must not buffer itself in memory: the reactor's item handler waits."""
     import threading

@@ -84,14 +84,11 @@ def _import_components(*, spiders: bool) -> None:
     from scrapy.utils.misc import load_object
 
     from crawls.scraping.handoff import with_item_handoff
-    from crawls.scraping.settings import COMPONENT_SETTINGS, GUARD, GUARD_ORDER
+    from crawls.scraping.settings import with_trawl_components
     from crawls.services.shards import DUPEFILTER, SCHEDULER
 
-    settings = Settings(with_item_handoff(dict(django_settings.TRAWL_SCRAPY_SETTINGS)))
-    settings.setdict({"SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER})
-    for name, trawl_name in COMPONENT_SETTINGS.items():
-        settings.set(name, dict(getattr(django_settings, trawl_name)))
-    settings["DOWNLOADER_MIDDLEWARES"][GUARD] = GUARD_ORDER
+    base = with_trawl_components(dict(django_settings.TRAWL_SCRAPY_SETTINGS))
+    settings = Settings({**with_item_handoff(base), "SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER})
     paths: list[Any] = [settings[name] for name in (*CLASS_SETTINGS, "SCHEDULER", "DUPEFILTER_CLASS")]
     paths += settings.getwithbase("DOWNLOAD_HANDLERS").values()
     for name in COMPONENT_DICTS:

@@ -30,13 +30,11 @@ def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, 
     useragent = (job.options or {}).get("useragent")
     if useragent:
         merged["USER_AGENT"] = useragent
-    for name, trawl_name in COMPONENT_SETTINGS.items():
-        merged[name] = {**getattr(settings, trawl_name), **(merged.get(name) or {})}
+    with_trawl_components(merged)
     if job.source_id:
         _incremental(merged, job)
     merged.update(ENFORCED)
-    # The private-target guard is no scraper's to drop: its place in the chain and its switch are set here.
-    merged["DOWNLOADER_MIDDLEWARES"][GUARD] = GUARD_ORDER
+    # The guard's switch is set here (its place in the chain by with_trawl_components).
     # Non-admin requesters' jobs only: scheduled work (no requester) crawls sources an admin registered.
     merged["TRAWL_GUARD_PRIVATE_TARGETS"] = guard_enabled() and bool(job.requester_id and not job.requester.is_admin)
     merged["TRAWL_PRIVATE_TARGETS_ALLOWED"] = list(settings.TRAWL_PRIVATE_TARGETS_ALLOWED)
@@ -48,6 +46,15 @@ def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, 
         "version": version.version,
     }
     merged.setdefault("FEED_URI_PARAMS", "crawls.scraping.feeds.feed_uri_params")
+    return merged
+
+
+def with_trawl_components(merged: dict[str, Any]) -> dict[str, Any]:
+    """`merged` (changed in place) with Trawl's middlewares and extensions added to any the settings declare, and the
+    private-target guard in its place: it is no scraper's to drop."""
+    for name, trawl_name in COMPONENT_SETTINGS.items():
+        merged[name] = {**getattr(settings, trawl_name), **(merged.get(name) or {})}
+    merged["DOWNLOADER_MIDDLEWARES"][GUARD] = GUARD_ORDER
     return merged
 
 

@@ -3,8 +3,10 @@
 Whoever ends a job — the worker that ran it, a cancel of the job or of its batch, the reaper burying a job whose
 worker died on its last attempt, the batch sweeper ending lost jobs — calls `job_end` (or `jobs_end` for many).
 It moves the job with a compare-and-set from the state the caller saw (status and attempt), so a late worker, a
-second reaper or a racing cancel can never end a job twice; then, once that commits, it runs the same follow-ups
-every time: the source's schedule, the version's rollback check, the webhook, the counters and the batch's end.
+second reaper or a racing cancel can never end a job twice. The source's feedback (next run, interval, last stats)
+commits with the final state, so whoever sees the job ended sees its source's next run booked. Once that commits,
+the same follow-ups run every time: the version's rollback check, the webhook, the counters, the frontier's
+cleanup and the batch's end.
 """
 
 from __future__ import annotations
@@ -83,14 +85,17 @@ def jobs_end(
     }
     if stats is not None:
         fields["stats"] = stats
-    ended_ids = [
-        job_id
-        for job_id, attempt in jobs.filter(status=expected_status).values_list("id", "attempt")
-        if CrawlJob.objects.filter(pk=job_id, status=expected_status, attempt=attempt).update(**fields)
-    ]
-    ended = list(CrawlJob.objects.filter(pk__in=ended_ids).select_related("scraper", "source", "version"))
-    if ended:
-        transaction.on_commit(lambda: jobs_followups(jobs=ended))
+    with transaction.atomic():
+        ended_ids = [
+            job_id
+            for job_id, attempt in jobs.filter(status=expected_status).values_list("id", "attempt")
+            if CrawlJob.objects.filter(pk=job_id, status=expected_status, attempt=attempt).update(**fields)
+        ]
+        ended = list(CrawlJob.objects.filter(pk__in=ended_ids).select_related("scraper", "source", "version"))
+        for job in ended:
+            _guarded(source_feedback, job)
+        if ended:
+            transaction.on_commit(lambda: jobs_followups(jobs=ended))
     return ended
 
 
@@ -108,7 +113,8 @@ def jobs_followups(*, jobs: Iterable[CrawlJob]) -> None:
 
 def source_feedback(job: CrawlJob) -> None:
     if job.source_id:
-        source_job_feedback(job=job)
+        with transaction.atomic():  # a savepoint in jobs_end: a failure rolls back only the feedback
+            source_job_feedback(job=job)
 
 
 def rollback_check(job: CrawlJob) -> None:
@@ -136,7 +142,6 @@ def batch_end_if_done(batch_id: object) -> None:
 
 
 JOB_FOLLOWUPS: tuple[Callable[[CrawlJob], None], ...] = (
-    source_feedback,
     rollback_check,
     webhook,
     counters,

@@ -122,6 +122,8 @@ def test_every_way_a_job_ends_runs_every_follow_up_once_after_commit(
     with TestCase.captureOnCommitCallbacks(execute=True):
         job, expected = path(requester, settings) if path is reaper_buries else path(requester)
         assert followups_seen == {}, "follow-ups wait for the final state to be committed"
+        fed_back = Source.objects.get(pk=job.source_id).last_stats
+        assert fed_back["job"] == str(job.pk), "the source's feedback is written with the final state, not after it"
 
     job.refresh_from_db()
     assert job.status == expected and job.finished_at is not None
@@ -144,3 +146,20 @@ def test_a_job_ends_once_whoever_comes_second(builtins, requester, followups_see
     assert first is not None and second is None
     assert CrawlJob.objects.get(pk=job.pk).status == JobStatus.CANCELLED
     assert followups_seen == {str(job.pk): FOLLOWUPS}
+
+
+def test_a_failing_source_feedback_leaves_the_job_ended_and_the_follow_ups_run(
+    builtins, requester, followups_seen, sent_tasks, monkeypatch
+):
+    def broken(*, job):
+        Source.objects.filter(pk=job.source_id).update(schedule_note="half-written")
+        raise RuntimeError("feedback bug")
+
+    monkeypatch.setattr(ending, "source_job_feedback", broken)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        job, expected = worker_succeeds(requester)
+
+    assert CrawlJob.objects.get(pk=job.pk).status == expected
+    assert Source.objects.get(pk=job.source_id).schedule_note != "half-written", "the feedback's savepoint rolled back"
+    assert followups_seen == {str(job.pk): FOLLOWUPS}
+    assert Delivery.objects.filter(job=job).count() == 1

@@ -1,13 +1,15 @@
-"""`make run`: prepare the database, Redis and the demo, then run every process under honcho until Ctrl-C."""
+"""`make run`: prepare the database, Redis and the demo, then run every process (project.supervise) until Ctrl-C,
+printing the banner again with "ready" once every process answers."""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 from project import env
@@ -37,11 +39,17 @@ def persistent_secret(name: str) -> str:
     return path.read_text().strip()
 
 
-def banner(credentials: dict, flower_auth: str) -> str:
+READY_TIMEOUT_SECONDS = 300
+
+
+STARTING = "Trawl is starting (Ctrl-C stops everything):"
+
+
+def banner(credentials: dict, flower_auth: str, *, headline: str = STARTING) -> str:
     return "\n".join(
         [
             "",
-            "Trawl is starting (Ctrl-C stops everything):",
+            headline,
             "  web / API   http://127.0.0.1:8000/api/jobs/   (docs: http://127.0.0.1:8000/api/docs/)",
             f"  admin       http://127.0.0.1:8000/admin/      user {credentials['admin_user']}"
             f" / password {credentials['admin_password']}",
@@ -59,6 +67,46 @@ def banner(credentials: dict, flower_auth: str) -> str:
             "",
         ]
     )
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # our own loopback services
+            return response.status < 500
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500  # Flower's basic auth answers 401: it is up
+    except OSError:
+        return False
+
+
+def _workers_answer() -> bool:
+    from project.celery import app
+
+    host = os.uname().nodename
+    replies = app.control.ping(destination=[f"crawl@{host}", f"ops@{host}"], timeout=1.0) or []
+    return len(replies) == 2
+
+
+def readiness_wait(supervisor, *, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
+    """True once web (/healthz), Flower, the demo and both Celery workers answer; False on stop or timeout."""
+    checks = {
+        "web": lambda: _answers("http://127.0.0.1:8000/healthz"),
+        "flower": lambda: _answers("http://127.0.0.1:5555/healthcheck"),
+        "demo": lambda: _answers(f"{DEMO_BASE_URL}/"),
+        "workers": _workers_answer,
+    }
+    deadline = time.monotonic() + timeout
+    while checks and time.monotonic() < deadline and not supervisor.stopping.is_set():
+        for name, check in list(checks.items()):
+            try:
+                if check():
+                    del checks[name]
+            except Exception:  # not ready yet, whatever the reason
+                pass
+        time.sleep(1)
+    if checks and not supervisor.stopping.is_set():
+        supervisor.say("system", f"not ready after {timeout:.0f}s: {', '.join(checks)} not answering (see above)")
+    return not checks
 
 
 def main() -> int:
@@ -89,10 +137,14 @@ def main() -> int:
         credentials = json.loads(seeded.strip().splitlines()[-1])
         flower_auth = os.environ.setdefault("FLOWER_BASIC_AUTH", f"admin:{credentials['admin_password']}")
         print(banner(credentials, flower_auth), flush=True)
-        honcho = [str(Path(bin_dir) / "honcho"), "start", "-f", "Procfile"]
-        # Ctrl-C reaches honcho too (same process group): let it stop its children, then clean up after it.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        return subprocess.call(honcho, cwd=BASE_DIR)
+        from project.supervise import supervise
+
+        def announce_ready(supervisor) -> None:
+            if readiness_wait(supervisor):
+                ready = "Trawl is ready: every process answers (Ctrl-C stops everything):"
+                supervisor.say("system", banner(credentials, flower_auth, headline=ready))
+
+        return supervise(BASE_DIR / "Procfile", cwd=BASE_DIR, on_started=announce_ready)
     finally:
         if redis is not None:
             redis.terminate()

@@ -7,7 +7,10 @@ import os
 from celery import Celery
 from celery.signals import beat_init, worker_process_init, worker_shutting_down
 
+from project.broker_patches import kombu_redis_patch
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+kombu_redis_patch()  # before any broker connection: a Redis restart must not end the worker (see the module)
 
 app = Celery("trawl")
 app.config_from_object("celeryconfig")

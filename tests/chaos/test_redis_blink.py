@@ -1,0 +1,108 @@
+"""Chaos at speed: Redis killed under a running 2,000-page crawl and started again empty three seconds later.
+
+The crawl worker's main process must survive the reconnection (kombu's Redis transport has crashed it with
+`AttributeError: 'NoneType' object has no attribute 'hostname'`), and the job must end having fetched every page of
+the site — or fail — never `succeeded` with part of it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from crawls.models import CrawlJob
+from tests.callbacks.harness import Beat
+from tests.e2e.test_faults import Cluster, PrivateRedis, PrivateWorker, reaper_every
+from tests.sites import LocalSite
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
+
+LISTS, PER_LIST = 40, 49  # the index, 40 list pages, 1,960 products: 2,001 pages, two links deep
+
+
+def write_wide_site(root) -> None:
+    root.mkdir(parents=True)
+    lists = "".join(f'<a href="/list-{n}.html">list {n}</a>' for n in range(1, LISTS + 1))
+    (root / "index.html").write_text(f"<html><title>Shop</title><body>{lists}</body></html>")
+    for n in range(1, LISTS + 1):
+        numbers = range((n - 1) * PER_LIST + 1, n * PER_LIST + 1)
+        links = "".join(f'<a href="/product-{p}.html">product {p}</a>' for p in numbers)
+        (root / f"list-{n}.html").write_text(f"<html><title>List {n}</title><body>{links}</body></html>")
+        for p in numbers:
+            (root / f"product-{p}.html").write_text(f"<html><title>Product {p}</title><h1>Product {p}</h1></html>")
+
+
+@pytest.fixture
+def big_site(tmp_path):
+    root = tmp_path / "site"
+    write_wide_site(root)
+    with LocalSite(root) as site:
+        yield site
+
+
+def site_pages(site: LocalSite) -> set[str]:
+    return {f"/{path.name}" for path in site.root.glob("*.html")}
+
+
+def test_redis_restarted_empty_under_a_fast_crawl_leaves_every_process_up_and_loses_no_page(
+    builtins, requester, big_site, tmp_path, monkeypatch
+):
+    from crawls.services.jobs import job_create
+    from project.celery import app
+
+    redis = PrivateRedis(tmp_path).start()
+
+    def publish_to_private_redis(work, **options):
+        with app.connection_for_write(redis.url) as connection:
+            return work.apply_async(connection=connection, **options)
+
+    monkeypatch.setattr("crawls.publish.send", publish_to_private_redis)
+    reaper_every(1)
+    ops = PrivateWorker(queues="control,callbacks", concurrency=1, broker_url=redis.url, log_dir=tmp_path)
+    crawler = PrivateWorker(queues="crawls", concurrency=2, broker_url=redis.url, log_dir=tmp_path)
+    beat = Beat(log_dir=tmp_path, env=dict(crawler.extra_env))
+    cluster = Cluster(ops, [crawler], beat)
+    try:
+        ops.start(), crawler.start(), beat.start()
+        job = job_create(
+            url=f"{big_site.url}/index.html", requester=requester, options={"maxdepth": 2}
+        )
+        deadline = time.monotonic() + 120
+        while sum(big_site.hits.values()) < 500:
+            assert time.monotonic() < deadline, f"the crawl never reached 500 pages\n{cluster.logs()}"
+            time.sleep(0.05)
+        at_kill = sum(big_site.hits.values())
+        redis.stop()
+        time.sleep(3)
+        redis.start()
+        back_at, before = time.monotonic(), sum(big_site.hits.values())
+        deadline = back_at + 300
+        recovered_after = None
+        while True:
+            job.refresh_from_db()
+            if recovered_after is None and sum(big_site.hits.values()) > before:
+                recovered_after = time.monotonic() - back_at
+            if job.status in ("succeeded", "failed", "cancelled", "dead"):
+                break
+            assert time.monotonic() < deadline, f"job still {job.status} 300 s after Redis came back\n{cluster.logs()}"
+            time.sleep(0.2)
+        alive = {name: worker.process.poll() is None for name, worker in (("ops", ops), ("crawl", crawler))}
+        logs = cluster.logs()
+    finally:
+        for process in (beat, crawler, ops):
+            process.stop()
+        redis.stop()
+
+    pages = site_pages(big_site)
+    fetched = {path for path in big_site.hits if path in pages}
+    twice = sum(count - 1 for path, count in big_site.hits.items() if path in pages and count > 1)
+    print(
+        f"\nredis blink: {len(pages)} pages, killed at {at_kill} requests, first page {recovered_after or -1:.1f}s after"
+        f" Redis was back, job {job.status} at attempt {job.attempt}, {len(fetched)} pages fetched, {twice} twice"
+    )
+    assert all(alive.values()), f"a worker's main process exited: {alive}\n{logs}"
+    assert "Unrecoverable error" not in logs, logs
+    assert job.status in ("succeeded", "failed"), (job.status, job.error_class, job.error_message)
+    if job.status == "succeeded":
+        assert fetched == pages, f"succeeded with {len(fetched)} of {len(pages)} pages"

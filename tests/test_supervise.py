@@ -44,9 +44,7 @@ def test_a_crashing_process_is_restarted_and_the_others_keep_running(tmp_path):
     python = sys.executable
     steady_pid = tmp_path / "steady.pid"
     starts = tmp_path / "starts"
-    crasher = (
-        f"import sys; open({str(starts)!r}, 'a').write('x'); print('crashing now', flush=True); sys.exit(3)"
-    )
+    crasher = f"import sys; open({str(starts)!r}, 'a').write('x'); print('crashing now', flush=True); sys.exit(3)"
     steady = f"import os, time; open({str(steady_pid)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
     (tmp_path / "Procfile").write_text(f'steady: {python} -c "{steady}"\ncrasher: {python} -c "{crasher}"\n')
     supervisor = subprocess.Popen(

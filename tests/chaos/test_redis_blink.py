@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from crawls.models import CrawlJob
 from tests.callbacks.harness import Beat
 from tests.e2e.test_faults import Cluster, PrivateRedis, PrivateWorker, reaper_every
 from tests.sites import LocalSite
@@ -65,9 +64,7 @@ def test_redis_restarted_empty_under_a_fast_crawl_leaves_every_process_up_and_lo
     cluster = Cluster(ops, [crawler], beat)
     try:
         ops.start(), crawler.start(), beat.start()
-        job = job_create(
-            url=f"{big_site.url}/index.html", requester=requester, options={"maxdepth": 2}
-        )
+        job = job_create(url=f"{big_site.url}/index.html", requester=requester, options={"maxdepth": 2})
         deadline = time.monotonic() + 120
         while sum(big_site.hits.values()) < 500:
             assert time.monotonic() < deadline, f"the crawl never reached 500 pages\n{cluster.logs()}"
@@ -98,8 +95,9 @@ def test_redis_restarted_empty_under_a_fast_crawl_leaves_every_process_up_and_lo
     fetched = {path for path in big_site.hits if path in pages}
     twice = sum(count - 1 for path, count in big_site.hits.items() if path in pages and count > 1)
     print(
-        f"\nredis blink: {len(pages)} pages, killed at {at_kill} requests, first page {recovered_after or -1:.1f}s after"
-        f" Redis was back, job {job.status} at attempt {job.attempt}, {len(fetched)} pages fetched, {twice} twice"
+        f"\nredis blink: {len(pages)} pages, killed at {at_kill} requests,"
+        f" first page {recovered_after or -1:.1f}s after Redis was back, job {job.status} at attempt {job.attempt},"
+        f" {len(fetched)} pages fetched, {twice} twice"
     )
     assert all(alive.values()), f"a worker's main process exited: {alive}\n{logs}"
     assert "Unrecoverable error" not in logs, logs

@@ -324,6 +324,8 @@ TRAWL_MAX_PARALLELISM = 32  # shards one job may ask for (`parallelism`)
 TRAWL_BLOCK_PRIVATE_TARGETS = env.BLOCK_PRIVATE_TARGETS
 # Networks the guard lets non-admin crawls reach anyway (CIDR, e.g. an internal site you mean to crawl).
 TRAWL_PRIVATE_TARGETS_ALLOWED: list[str] = env.PRIVATE_TARGETS_ALLOWED
+# DNS servers ("ip[:port]") that crawls, submission checks and webhooks ask; empty: the system resolver.
+TRAWL_DNS_SERVERS: list[str] = env.DNS_SERVERS
 
 # --- Ingestion: item schema checks, normalization, price history, category mapping (see docs/ingestion.md) ---
 TRAWL_INGESTION_INVALID_SAMPLE = 5  # rejected items a job keeps (with their reasons) in stats["invalid_sample"]

@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from project.dns_servers import parse_servers, query_addresses
-from project.errors import TrawlError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -152,6 +151,8 @@ def target_check(url: str, *, field: str) -> None:
     """Raise a TrawlError naming `field` if the guard is on and the URL's host is not a public address."""
     if not guard_enabled():
         return
+    from project.errors import TrawlError  # DRF: not imported by the crawl side (a packaged child has no Django)
+
     reason = private_target_reason(url)
     if reason:
         raise TrawlError(f"{reason}; this server only calls public addresses", field=field)

@@ -45,6 +45,7 @@ class CrawlResolver:
         self._answers: dict[str, tuple[float, asyncio.Future[Resolution]]] = {}
 
     async def resolve(self, host: str) -> Resolution:
+        host = _ascii_host(host)  # the guard sees "xn--…", Twisted's endpoint the Unicode form: one entry for both
         now = time.monotonic()
         cached = self._answers.get(host)
         if cached is None or now - cached[0] >= RESOLVE_CACHE_SECONDS:
@@ -66,6 +67,13 @@ class CrawlResolver:
         for host, (created, _) in list(self._answers.items()):
             if now - created >= RESOLVE_CACHE_SECONDS:
                 del self._answers[host]
+
+
+def _ascii_host(host: str) -> str:
+    try:
+        return host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return host.lower()
 
 
 def crawl_resolver(crawler: Crawler) -> CrawlResolver | None:

@@ -5,6 +5,7 @@ them, and a worker pointed at the DNS server through TRAWL_DNS_SERVERS."""
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -81,10 +82,14 @@ class NameServer:
 
 
 class Listener:
-    """An HTTP server on (host, port) that records every request's path (and POST body) and serves `pages`."""
+    """An HTTP server on (host, port) that records every request's path (and POST body) and serves `pages`; with
+    `tls` (certificate and key files) an https one that also records the name each handshake asked for (SNI)."""
 
-    def __init__(self, host: str, port: int = 0, *, pages: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, host: str, port: int = 0, *, pages: dict[str, str] | None = None, tls: tuple[str, str] | None = None
+    ) -> None:
         self.hits: list[tuple[str, str, bytes]] = []
+        self.server_names: list[str | None] = []
         pages = pages or {}
         listener = self
 
@@ -110,6 +115,11 @@ class Listener:
 
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            context.sni_callback = lambda _sock, name, _context: self.server_names.append(name)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -128,13 +138,15 @@ class Listener:
         self.server.server_close()
 
 
-def twin_listeners(pages: dict[str, str] | None = None) -> tuple[Listener, Listener]:
+def twin_listeners(
+    pages: dict[str, str] | None = None, *, tls: tuple[str, str] | None = None
+) -> tuple[Listener, Listener]:
     """A private listener on 127.0.0.1 and an allowed one on 127.0.0.2, on the same port: a name's answer alone
     decides which one a request reaches."""
     for _ in range(20):
-        private = Listener(PRIVATE_HOST, pages=pages)
+        private = Listener(PRIVATE_HOST, pages=pages, tls=tls)
         try:
-            return private, Listener(ATTACKER_HOST, private.port, pages=pages)
+            return private, Listener(ATTACKER_HOST, private.port, pages=pages, tls=tls)
         except OSError:
             private.server.server_close()
     raise RuntimeError("no port free on both 127.0.0.1 and 127.0.0.2")

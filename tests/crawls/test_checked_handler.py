@@ -8,8 +8,7 @@ import json
 import os
 
 from crawls.scraping.settings import CHECKED_HANDLERS, GUARD, GUARD_ORDER
-from tests.callbacks.test_transport_tls import self_signed
-from tests.security.nameserver import NameServer, twin_listeners
+from tests.security.nameserver import NameServer, self_signed, twin_listeners
 from tests.workers import last_json_line, script_run
 
 SCRIPT = """

@@ -4,9 +4,11 @@ them, and a worker pointed at the DNS server through TRAWL_DNS_SERVERS."""
 
 from __future__ import annotations
 
+import datetime
 import socket
 import ssl
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -16,7 +18,12 @@ import dns.rcode
 import dns.rdatatype
 import dns.rrset
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
+from crawls.models import CrawlJob
 from tests.callbacks.harness import FAST_ENV, running_alone
 from tests.security.conftest import ATTACKER_HOST, MODES
 from tests.workers import Worker
@@ -166,3 +173,46 @@ def dns_mode_worker(mode, mode_web_settings, nameserver, django_db_setup, django
     worker = Worker(queues="crawls,control,callbacks", concurrency=1, env=env, log_dir=tmp_path)
     with running_alone(worker):
         yield worker
+
+
+def wait_final(job_id: str, worker, timeout: float = 120) -> CrawlJob:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = CrawlJob.objects.get(pk=job_id)
+        if job.status in ("succeeded", "failed", "cancelled", "dead"):
+            return job
+        time.sleep(0.3)
+    raise AssertionError(f"job {job_id} still {job.status}\n{worker.log_tail()}")
+
+
+def wait_for(predicate, worker, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} never happened\n{worker.log_tail()}")
+        time.sleep(0.3)
+
+
+def self_signed(tmp_path, name: str) -> tuple[str, str]:
+    """A self-signed certificate for `name` (and its key): files for `Listener(tls=...)` and for SSL_CERT_FILE."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return str(cert_path), str(key_path)

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from crawls.models import Batch
-from tests.security.nameserver import Listener, twin_listeners
-from tests.security.test_rebinding import wait_final, wait_for
+from tests.security.nameserver import Listener, twin_listeners, wait_final, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

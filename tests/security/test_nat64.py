@@ -9,8 +9,7 @@ import pytest
 
 from crawls.models import CrawlJob
 from tests.security.conftest import ATTACKER_HOST
-from tests.security.nameserver import Listener
-from tests.security.test_rebinding import wait_final
+from tests.security.nameserver import Listener, wait_final
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,34 +5,21 @@ against. Crawls and webhooks resolve through a real DNS server the test runs (TR
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from crawls.models import CrawlJob
 from tests.security.conftest import ATTACKER_HOST
-from tests.security.nameserver import PRIVATE_HOST, Listener, dns_mode_worker, nameserver, twin_listeners
+from tests.security.nameserver import (
+    PRIVATE_HOST,
+    Listener,
+    dns_mode_worker,
+    nameserver,
+    twin_listeners,
+    wait_final,
+    wait_for,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 __all__ = ["dns_mode_worker", "nameserver"]  # fixtures
-
-
-def wait_final(job_id: str, worker, timeout: float = 120) -> CrawlJob:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = CrawlJob.objects.get(pk=job_id)
-        if job.status in ("succeeded", "failed", "cancelled", "dead"):
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"job {job_id} still {job.status}\n{worker.log_tail()}")
-
-
-def wait_for(predicate, worker, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} never happened\n{worker.log_tail()}")
-        time.sleep(0.3)
 
 
 def test_a_link_whose_name_rebinds_to_a_private_address_never_reaches_it(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 import weakref
 from typing import Any
@@ -28,6 +29,8 @@ from zope.interface import implementer
 
 from project.dns_servers import parse_servers
 from project.net import Resolution, parse_address, parse_networks, resolve_checked
+
+logger = logging.getLogger(__name__)
 
 RESOLVE_CACHE_SECONDS = 30.0
 CACHE_PRUNE_AT = 1024  # hosts remembered before expired answers are dropped
@@ -57,7 +60,11 @@ class CrawlResolver:
         return await asyncio.shield(cached[1])  # a cancelled download must not cancel others' answer
 
     def _resolve_now(self, host: str) -> Resolution:
-        resolution = resolve_checked(host, allowed=self.allowed, servers=self.servers)
+        try:
+            resolution = resolve_checked(host, allowed=self.allowed, servers=self.servers)
+        except Exception:  # a resolver bug must not pass for an answer: the host then resolves to nothing
+            logger.exception("resolving %r failed", host)
+            return Resolution(host=host, addresses=(), refused=())
         if self.guarded:
             return resolution
         # Unguarded crawls (admins, scheduled work, `make run`) may go anywhere the name leads.

@@ -104,6 +104,17 @@ def test_literals_are_judged_without_a_query(rebinding):
     assert asyncio.run(scenario()) == ([], ["127.0.0.2"])
 
 
+def test_without_configured_servers_the_system_resolver_answers_and_is_judged():
+    async def scenario():
+        resolver = CrawlResolver(guarded=True, allowed=["127.0.0.2/32"], servers=[])
+        return await resolver.resolve("localhost"), await connect_lookup(resolver, "localhost")
+
+    resolution, connected = asyncio.run(scenario())
+
+    assert resolution.addresses and "private" in resolution.reason  # 127.0.0.1 and/or ::1
+    assert connected == []
+
+
 def test_the_resolving_reactor_is_a_pluggable_resolver_reactor_with_a_fixed_resolver(rebinding):
     reactor = ResolvingReactor(object(), crawl_resolver(rebinding))
 

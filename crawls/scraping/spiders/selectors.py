@@ -8,6 +8,8 @@ config = {
     "category_links": ".categories a",# optional: category pages, followed with the same rules
 }
 Without `item` or `item_links` the page itself is one item. Field values starting with `xpath:` are XPath.
+Selectors come from requesters: crawls/scraping/xpaths.py refuses extension functions (EXSLT's `re:` regexes run
+with Python's `re`) and caps their size, here when the spider starts as at submission.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import scrapy
 from parsel import Selector
 
 from crawls.scraping.spiders.base import TrawlSpider
+from crawls.scraping.xpaths import selectors_config_check
 
 
 def extract(selector: Selector, spec: str) -> str | None:
@@ -45,6 +48,7 @@ class SelectorsSpider(TrawlSpider):
         self.fields: dict[str, str] = dict(self.config.get("fields") or {})
         if not self.fields:
             raise ValueError("the selectors spider needs config.fields, e.g. {'title': 'h1::text'}")
+        selectors_config_check(self.config)
 
     def parse(self, response: scrapy.http.Response) -> Iterator[Any]:
         config = self.config

@@ -41,12 +41,22 @@ def _options() -> re2.Options:
     return options
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def pattern_compile(pattern: Any, *, field: str) -> Any:
     """One requester regex compiled with RE2, or PatternError naming `field`."""
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern is a string, got {type(pattern).__name__}", field=field)
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise PatternError(f"a pattern has at most {MAX_PATTERN_LENGTH} characters, got {len(pattern)}", field=field)
+    if not pattern.isascii() and not _encodable(pattern):
+        raise PatternError("a pattern must be valid Unicode (no lone surrogates)", field=field)
     try:
         return re2.compile(pattern, options=_options())
     except re2.error as exc:

@@ -99,7 +99,7 @@ def xpath_check(expression: str, *, field: str) -> None:
         previous, previous_is_operator = token, is_operator or token in ("/", "//")
     try:
         etree.XPath(expression, regexp=False)
-    except etree.XPathSyntaxError as exc:
+    except (etree.XPathSyntaxError, ValueError) as exc:  # ValueError: NUL or control characters
         raise PatternError(f"{expression!r} is not a valid XPath: {exc}", field=field) from None
 
 

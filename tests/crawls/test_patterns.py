@@ -57,6 +57,7 @@ def test_what_re2_cannot_run_is_refused_naming_the_field_and_index(pattern):
         (["a"] * (MAX_PATTERNS + 1), f"at most {MAX_PATTERNS} patterns"),
         ([3], "a pattern is a string"),
         ({"a": 1}, "a list of patterns"),
+        (["\ud800"], "valid Unicode"),
     ],
 )
 def test_sizes_and_types_are_capped(values, says):

@@ -62,6 +62,7 @@ def test_everyday_selectors_pass_and_run(spec):
         ("xpath:" + "//a[b" * (MAX_PREDICATE_DEPTH + 1) + "]" * (MAX_PREDICATE_DEPTH + 1), "nested predicates"),
         ("xpath://a[", "not a valid XPath"),
         ("a[", "not a valid CSS selector"),
+        ("xpath://a[@x='\x00']", "not a valid XPath"),
         ("xpath://a[@x='" + "y" * MAX_SELECTOR_LENGTH + "']", f"at most {MAX_SELECTOR_LENGTH} characters"),
         ("", "non-empty string"),
     ],

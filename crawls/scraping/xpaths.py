@@ -71,6 +71,23 @@ def _opens(previous: str | None, previous_is_operator: bool) -> bool:
     return previous is None or previous in OPENERS or previous_is_operator
 
 
+def _refusal(token: str, following: str | None, *, depth: int, opening: bool, is_operator: bool) -> str:
+    """Why this token (at predicate `depth`, after the token before it) is refused; "" if it is not."""
+    if token == ":":
+        return "namespace prefixes and extension functions (such as re:test) are refused"
+    if token == "$":
+        return "XPath variables are refused"
+    if token == "[" and depth > MAX_PREDICATE_DEPTH:
+        return f"at most {MAX_PREDICATE_DEPTH} nested predicates"
+    if following == "(" and _is_name(token) and not is_operator and token not in FUNCTIONS:
+        return f"the function {token}() is refused (XPath 1.0's own functions only)"
+    if depth and following == "::" and token in WHOLE_DOCUMENT_AXES:
+        return f"the {token} axis is refused inside a predicate"
+    if depth and token in ("/", "//") and opening:
+        return "an absolute path is refused inside a predicate (use ./ or .//)"
+    return ""
+
+
 def xpath_check(expression: str, *, field: str) -> None:
     """Refuse XPath a requester may not run (see the module's docstring); PatternError names `field`."""
     tokens = _tokens(expression, field=field)
@@ -79,23 +96,10 @@ def xpath_check(expression: str, *, field: str) -> None:
         following = tokens[index + 1] if index + 1 < len(tokens) else None
         opening = _opens(previous, previous_is_operator)
         is_operator = token in NAMED_OPERATORS and not opening
-        if token == ":":
-            raise PatternError("namespace prefixes and extension functions (such as re:test) are refused", field=field)
-        if token == "$":
-            raise PatternError("XPath variables are refused", field=field)
-        if token == "[":
-            depth += 1
-            if depth > MAX_PREDICATE_DEPTH:
-                raise PatternError(f"at most {MAX_PREDICATE_DEPTH} nested predicates", field=field)
-        elif token == "]":
-            depth -= 1
-        elif following == "(" and _is_name(token) and not is_operator:
-            if token not in FUNCTIONS:
-                raise PatternError(f"the function {token}() is refused (XPath 1.0's own functions only)", field=field)
-        elif depth and following == "::" and token in WHOLE_DOCUMENT_AXES:
-            raise PatternError(f"the {token} axis is refused inside a predicate", field=field)
-        elif depth and token in ("/", "//") and opening:
-            raise PatternError("an absolute path is refused inside a predicate (use ./ or .//)", field=field)
+        depth += {"[": 1, "]": -1}.get(token, 0)
+        reason = _refusal(token, following, depth=depth, opening=opening, is_operator=is_operator)
+        if reason:
+            raise PatternError(reason, field=field)
         previous, previous_is_operator = token, is_operator or token in ("/", "//")
     try:
         etree.XPath(expression, regexp=False)

@@ -329,31 +329,3 @@ def test_allowed_domain_written_with_a_port_still_matches_its_host():
     assert host_allowed("http://shop.test:8080/a", ["shop.test:8080"])
     assert host_allowed("http://www.shop.test/a", ["shop.test:8080"])
     assert not host_allowed("http://other.test:8080/a", ["shop.test:8080"])
-
-
-def test_item_extraction_stops_when_the_page_budget_is_spent():
-    """A selector matching every element, with fields walking the whole page, cannot hold the reactor for long: past
-    TRAWL_SELECTORS_PAGE_SECONDS (0 here: spent before the first block) the page yields no more items."""
-    from scrapy.utils.test import get_crawler
-
-    config = {"item": "*", "fields": {"t": "xpath://*"}, "next_page": "a.next"}
-    crawler = get_crawler(SelectorsSpider, {"TRAWL_SELECTORS_PAGE_SECONDS": 0})
-    spider = SelectorsSpider.from_crawler(crawler, url=START, options={}, config=config)
-
-    items, requests = run(spider.parse(page()))
-
-    assert items == [] and crawler.stats.get_value("selectors/over_budget") == 1
-    assert [request.url for request in requests] == ["http://shop.test:8080/list-2.html"]  # links are still followed
-
-
-def test_item_extraction_within_the_budget_takes_every_block():
-    from scrapy.utils.test import get_crawler
-
-    crawler = get_crawler(SelectorsSpider)
-    spider = SelectorsSpider.from_crawler(
-        crawler, url=START, options={}, config={"item": ".card", "fields": {"t": "h2"}}
-    )
-
-    items, _ = run(spider.parse(page()))
-
-    assert len(items) == 3 and crawler.stats.get_value("selectors/over_budget") is None

@@ -7,7 +7,9 @@ import pytest
 from parsel import Selector
 
 from crawls.scraping.patterns import PatternError
+from crawls.scraping.spiders.selectors import SelectorsSpider
 from crawls.scraping.xpaths import MAX_FIELDS, MAX_PREDICATE_DEPTH, MAX_SELECTOR_LENGTH, selector_check
+from tests.crawls.test_spiders import START, page, run
 
 EVERYDAY = [
     "h1::text",
@@ -84,3 +86,34 @@ def test_too_many_fields_are_refused():
 
     with pytest.raises(PatternError, match=f"at most {MAX_FIELDS} fields"):
         selectors_config_check({"fields": {f"f{n}": "h1" for n in range(MAX_FIELDS + 1)}})
+
+
+# --- the selectors spider's page budget ---
+
+
+def test_item_extraction_stops_when_the_page_budget_is_spent():
+    """A selector matching every element, with fields walking the whole page, cannot hold the reactor for long: past
+    TRAWL_SELECTORS_PAGE_SECONDS (0 here: spent before the first block) the page yields no more items."""
+    from scrapy.utils.test import get_crawler
+
+    config = {"item": "*", "fields": {"t": "xpath://*"}, "next_page": "a.next"}
+    crawler = get_crawler(SelectorsSpider, {"TRAWL_SELECTORS_PAGE_SECONDS": 0})
+    spider = SelectorsSpider.from_crawler(crawler, url=START, options={}, config=config)
+
+    items, requests = run(spider.parse(page()))
+
+    assert items == [] and crawler.stats.get_value("selectors/over_budget") == 1
+    assert [request.url for request in requests] == ["http://shop.test:8080/list-2.html"]  # links are still followed
+
+
+def test_item_extraction_within_the_budget_takes_every_block():
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(SelectorsSpider)
+    spider = SelectorsSpider.from_crawler(
+        crawler, url=START, options={}, config={"item": ".card", "fields": {"t": "h2"}}
+    )
+
+    items, _ = run(spider.parse(page()))
+
+    assert len(items) == 3 and crawler.stats.get_value("selectors/over_budget") is None

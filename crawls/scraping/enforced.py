@@ -63,10 +63,11 @@ ALWAYS = {
 
 
 class EnforcedSettingChanged(RuntimeError):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, why: str = "") -> None:
+        why = why or "was changed after Trawl enforced it (by the spider, an add-on or an extension)"
         super().__init__(
-            f"{name} was changed after Trawl enforced it (by the spider, an add-on or an extension): Trawl's "
-            f"components and enforced settings cannot be removed, reordered or replaced; the crawl was not started"
+            f"{name} {why}: Trawl's components and enforced settings cannot be removed, reordered or replaced; "
+            f"the crawl was not started"
         )
         self.setting = name
 
@@ -158,10 +159,11 @@ class TrawlCrawler(Crawler):
         pins_apply(self.settings, self.pins)  # after the spider's from_crawler, before add-ons and components
         super()._apply_settings()  # add-ons, stats, extensions; freezes the settings
         broken = pins_broken(self.settings, self.pins)
-        if not broken and not isinstance(self.stats, MemoryStatsCollector):
-            broken = "STATS_CLASS"  # a collector that keeps nothing would hide what Trawl counts
         if broken:
             raise EnforcedSettingChanged(broken)
+        if not isinstance(self.stats, MemoryStatsCollector):  # one that keeps nothing would hide what Trawl counts
+            stats_class = self.settings["STATS_CLASS"]
+            raise EnforcedSettingChanged("STATS_CLASS", f"is {stats_class}, not a scrapy MemoryStatsCollector")
 
 
 class TrawlRunner(CrawlerRunner):

@@ -16,11 +16,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from crawls.scraping.runner import run_spider
+from crawls.scraping.spiders.link import LinkSpider
 from tests.fixtures import hostile
 
 url, marker = sys.argv[1], sys.argv[2]
 report = {}
-for name in ("LateStrippingSpider", "TamperingAddonSpider"):
+runs = {
+    "LateStrippingSpider": (hostile.LateStrippingSpider, {}),
+    "TamperingAddonSpider": (hostile.TamperingAddonSpider, {}),
+    # What a version's settings would compose (they reach the crawl as its settings, not as custom_settings).
+    "version_stats_class": (LinkSpider, {"STATS_CLASS": "scrapy.statscollectors.DummyStatsCollector"}),
+}
+for name, (spider_cls, extra) in runs.items():
     items = []
 
     def tick(session):
@@ -28,8 +35,8 @@ for name in ("LateStrippingSpider", "TamperingAddonSpider"):
         return ""
 
     crawl, session = run_spider(
-        spider_cls=getattr(hostile, name),
-        settings={"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False},
+        spider_cls=spider_cls,
+        settings={"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False, **extra},
         spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 1}, "config": {}},
         timeout=60,
         on_tick=tick,
@@ -72,3 +79,6 @@ def test_a_spider_that_rewrites_its_settings_late_still_crawls_under_trawls_pins
     assert "EnforcedSettingChanged" in addon["crawl_error"]
     assert "DOWNLOADER_MIDDLEWARES" in addon["crawl_error"]
     assert addon["pages"] == 0 and addon["items"] == 0
+
+    # A stats collector that keeps nothing would hide what Trawl counts (refusals, throttle, blocks): refused too.
+    assert "EnforcedSettingChanged: STATS_CLASS" in report["version_stats_class"]["crawl_error"]

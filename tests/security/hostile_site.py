@@ -1,12 +1,19 @@
 """The attacker's own "public" site (on ATTACKER_HOST, see tests/security/conftest.py) for the scheme and
-custom_settings attacks: fixed routes — a page, a redirect, a robots.txt, a sitemap — and a count of every hit."""
+custom_settings attacks: fixed routes — a page, a redirect, a robots.txt, a sitemap — and a count of every hit;
+and what a requester does with it: submit a job, wait for its end, read everything it may read about it."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
+from crawls.models import CrawlJob
+from project.errors import TrawlError
+from project.net import target_check
 from tests.security.conftest import ATTACKER_HOST
 
 
@@ -53,3 +60,47 @@ def page(*links: str, title: str = "Page") -> str:
 
 def redirect(location: str) -> tuple[int, dict[str, str], str]:
     return 302, {"Location": location}, ""
+
+
+@pytest.fixture
+def submissions_as_in_production(mode_web_settings):
+    """Submission honours the private-target allow-list (the attacker's host is allowed) once that part of issue 28
+    is in; until then the production web side would refuse the attacker's own site at submission, before any worker
+    sees it. The fetch-time guard, scheme gate and pins under test here are the worker's either way."""
+    try:
+        target_check(f"http://{ATTACKER_HOST}/", field="url")
+    except TrawlError:
+        mode_web_settings.TRAWL_BLOCK_PRIVATE_TARGETS = False
+    return mode_web_settings
+
+
+def submit(client, **spec) -> str:
+    response = client.post("/api/jobs/", spec, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def wait_final(job_id: str, worker, timeout: float = 180) -> CrawlJob:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = CrawlJob.objects.get(pk=job_id)
+        if job.status in ("succeeded", "failed", "cancelled", "dead"):
+            return job
+        time.sleep(0.3)
+    raise AssertionError(f"job {job_id} still {job.status}\n{worker.log_tail()}")
+
+
+def exposed(client, job_id: str) -> str:
+    """Everything the requester can read about its job: the job, its items (JSON and JSON lines) and its log."""
+    parts = [
+        client.get(f"/api/jobs/{job_id}/"),
+        client.get(f"/api/jobs/{job_id}/items/"),
+        client.get(f"/api/jobs/{job_id}/items/?format=jsonl"),
+        client.get(f"/api/jobs/{job_id}/log/"),
+    ]
+    for response in parts:
+        assert response.status_code == 200, response
+    return "\n".join(
+        (b"".join(response.streaming_content) if response.streaming else response.content).decode()
+        for response in parts
+    )

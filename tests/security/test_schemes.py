@@ -8,17 +8,22 @@ is a 400 naming `url` wherever a crawl is submitted.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from crawls.models import CrawlJob
-from project.errors import TrawlError
-from project.net import target_check
 from tests.security.conftest import ATTACKER_HOST
-from tests.security.hostile_site import HostileSite, page, redirect
+from tests.security.hostile_site import (
+    HostileSite,
+    exposed,
+    page,
+    redirect,
+    submissions_as_in_production,  # noqa: F401 (a fixture)
+    submit,
+    wait_final,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -35,18 +40,6 @@ OTHER_SCHEMES = [
 
 
 @pytest.fixture
-def submissions_as_in_production(mode_web_settings):
-    """Submission honours the private-target allow-list (the attacker's host is allowed) once that part of issue 28
-    is in; until then the production web side would refuse the attacker's own site at submission, before any worker
-    sees it. The fetch-time guard, scheme gate and pins under test here are the worker's either way."""
-    try:
-        target_check(f"http://{ATTACKER_HOST}/", field="url")
-    except TrawlError:
-        mode_web_settings.TRAWL_BLOCK_PRIVATE_TARGETS = False
-    return mode_web_settings
-
-
-@pytest.fixture
 def worker_files(tmp_path) -> dict[str, Path]:
     """Files on the worker's machine, as /proc/self/environ or a settings file would be: each holds the marker."""
     html = tmp_path / "secret.html"
@@ -58,40 +51,9 @@ def worker_files(tmp_path) -> dict[str, Path]:
     return {"html": html, "xml": xml}
 
 
-def submit(client, **spec) -> str:
-    response = client.post("/api/jobs/", spec, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
-
-
-def wait_final(job_id: str, worker, timeout: float = 180) -> CrawlJob:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = CrawlJob.objects.get(pk=job_id)
-        if job.status in ("succeeded", "failed", "cancelled", "dead"):
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"job {job_id} still {job.status}\n{worker.log_tail()}")
-
-
-def exposed(client, job_id: str) -> str:
-    """Everything the requester can read about its job: the job, its items (JSON and JSON lines) and its log."""
-    parts = [
-        client.get(f"/api/jobs/{job_id}/"),
-        client.get(f"/api/jobs/{job_id}/items/"),
-        client.get(f"/api/jobs/{job_id}/items/?format=jsonl"),
-        client.get(f"/api/jobs/{job_id}/log/"),
-    ]
-    for response in parts:
-        assert response.status_code == 200, response
-    return "\n".join(
-        (b"".join(response.streaming_content) if response.streaming else response.content).decode()
-        for response in parts
-    )
-
-
+@pytest.mark.usefixtures("submissions_as_in_production")
 def test_links_redirects_robots_and_sitemaps_to_other_schemes_are_refused_and_counted(
-    api, builtins, mode, mode_worker, submissions_as_in_production, worker_files
+    api, builtins, mode, mode_worker, worker_files
 ):
     html, xml = (f"file://{ATTACKER_HOST}{worker_files[kind]}" for kind in ("html", "xml"))
     index = "".join(

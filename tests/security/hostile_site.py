@@ -104,3 +104,15 @@ def exposed(client, job_id: str) -> str:
         (b"".join(response.streaming_content) if response.streaming else response.content).decode()
         for response in parts
     )
+
+
+def wait_for_build(admin_client, version_url: str, worker, timeout: float = 240) -> dict:
+    """A packaged version's detail once its build is over; it must be `ready`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = admin_client.get(version_url).json()
+        if body["package_status"] != "building":
+            assert body["package_status"] == "ready", body.get("package_log")
+            return body
+        time.sleep(0.5)
+    raise AssertionError(f"{version_url} still building\n{worker.log_tail()}")

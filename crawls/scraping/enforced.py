@@ -18,6 +18,7 @@ This module imports no Django: the packaged child may run without it.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ class Pins:
 
 
 def plain(value: Any) -> Any:
+    """A setting's value as plain data (Scrapy keeps dict settings as BaseSettings)."""
     return value.copy_to_dict() if isinstance(value, BaseSettings) else value
 
 
@@ -117,7 +119,8 @@ def dict_of(settings: BaseSettings, name: str) -> dict[str, Any]:
 def pins_apply(settings: BaseSettings, pins: Pins) -> None:
     """Put the pins over whatever the settings hold now; the rest (a spider's own entries) stays."""
     for name, value in pins.values.items():
-        settings.set(name, value, priority=ENFORCED_PRIORITY)
+        # A copy: a list or dict set here is the crawl's to read, not a way to change the pin in place.
+        settings.set(name, copy.deepcopy(value), priority=ENFORCED_PRIORITY)
     for name in [name for name in settings if name.startswith(TRAWL_PREFIX) and name not in pins.values]:
         settings.delete(name, priority=ENFORCED_PRIORITY)  # a spider's TRAWL_* knob: the project default applies
     for name, entries in pins.components.items():

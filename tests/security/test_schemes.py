@@ -73,7 +73,7 @@ def test_links_redirects_robots_and_sitemaps_to_other_schemes_are_refused_and_co
         "/page.html": (
             200,
             {},
-            page(html, f"ftp://{ATTACKER_HOST}/pub/", "file:///etc/passwd", "s3://b/k", "/next.html"),
+            page(html, f"ftp://{ATTACKER_HOST}/pub/", "file:///etc/passwd", "s3://b/k", "data:,x", "/next.html"),
         ),
         "/next.html": (200, {}, page(title="Next")),
         "/go": redirect(html),
@@ -91,7 +91,11 @@ def test_links_redirects_robots_and_sitemaps_to_other_schemes_are_refused_and_co
         linked = submit(api, url=f"{site.url}/page.html", options={"maxdepth": 1})
         redirected = submit(api, url=f"{site.url}/go")
         mapped = submit(api, url=f"{site.url}/sitemap_index.xml", scraper="sitemap")
-        linked, redirected, mapped = (wait_final(job, mode_worker) for job in (linked, redirected, mapped))
+        # `selectors` follows every link its config selects, whatever its host: file:///etc/passwd too.
+        config = {"item_links": "a", "fields": {"title": "title::text", "text": "body"}}
+        selected = submit(api, url=f"{site.url}/page.html", scraper="selectors", options={"config": config})
+        jobs = [wait_final(job, mode_worker) for job in (linked, redirected, mapped, selected)]
+        linked, redirected, mapped, selected = jobs
 
     assert linked.status == "succeeded", (linked.error_class, linked.error_message)
     assert linked.stats["pages"] == 2 and linked.stats["items_new"] == 2  # the page and /next.html
@@ -102,12 +106,16 @@ def test_links_redirects_robots_and_sitemaps_to_other_schemes_are_refused_and_co
     assert mapped.status == "succeeded", (mapped.error_class, mapped.error_message)
     assert mapped.stats["items_new"] == 1  # the one http URL of the one http sitemap
     assert mapped.stats["refused_scheme"] >= 5, mapped.stats  # file ×2, s3, ftp, data (and robots.txt's redirect)
-    for job in (linked, redirected, mapped):
+    assert selected.status == "succeeded", (selected.error_class, selected.error_message)
+    assert selected.stats["items_new"] == 1  # /next.html, the one http link
+    assert selected.stats["refused_scheme"] >= 5, selected.stats  # file ×2, ftp, s3, data (and robots.txt's redirect)
+    for job in jobs:
         seen = exposed(api, str(job.pk))
         assert MARKER not in seen and PASSWD not in seen, f"a worker-local file reached the requester ({mode})"
     print(
         f"\n[{mode}] refused_scheme: link job {linked.stats['refused_scheme']}, redirect job "
-        f"{redirected.stats['refused_scheme']}, sitemap job {mapped.stats['refused_scheme']}"
+        f"{redirected.stats['refused_scheme']}, sitemap job {mapped.stats['refused_scheme']}, selectors job "
+        f"{selected.stats['refused_scheme']}"
     )
 
 

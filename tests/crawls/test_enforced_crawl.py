@@ -17,17 +17,21 @@ import django
 django.setup()
 from crawls.scraping.runner import run_spider
 from crawls.scraping.spiders.link import LinkSpider
+from crawls.scraping.spiders.selectors import SelectorsSpider
 from tests.fixtures import hostile
 
 url, marker = sys.argv[1], sys.argv[2]
 report = {}
+selected = {"item_links": "a", "fields": {"title": "title::text"}}
 runs = {
-    "LateStrippingSpider": (hostile.LateStrippingSpider, {}),
-    "TamperingAddonSpider": (hostile.TamperingAddonSpider, {}),
+    "LateStrippingSpider": (hostile.LateStrippingSpider, {}, {}),
+    "TamperingAddonSpider": (hostile.TamperingAddonSpider, {}, {}),
     # What a version's settings would compose (they reach the crawl as its settings, not as custom_settings).
-    "version_stats_class": (LinkSpider, {"STATS_CLASS": "scrapy.statscollectors.DummyStatsCollector"}),
+    "version_stats_class": (LinkSpider, {"STATS_CLASS": "scrapy.statscollectors.DummyStatsCollector"}, {}),
+    "admin_opted_in_data": (SelectorsSpider, {"TRAWL_ALLOWED_SCHEMES": ["data"]}, selected),
+    "not_opted_in": (SelectorsSpider, {}, selected),
 }
-for name, (spider_cls, extra) in runs.items():
+for name, (spider_cls, extra, config) in runs.items():
     items = []
 
     def tick(session):
@@ -37,7 +41,7 @@ for name, (spider_cls, extra) in runs.items():
     crawl, session = run_spider(
         spider_cls=spider_cls,
         settings={"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False, **extra},
-        spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 1}, "config": {}},
+        spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 1}, "config": config},
         timeout=60,
         on_tick=tick,
         tick_seconds=0.2,
@@ -49,6 +53,7 @@ for name, (spider_cls, extra) in runs.items():
         "pages": crawl.stats.get("response_received_count", 0),
         "items": len(items),
         "leaked": any(marker in json.dumps(item) for item in items),
+        "titles": sorted(str(item.get("title")) for item in items),
     }
 print(json.dumps(report))
 """
@@ -60,7 +65,8 @@ def page_linking_to_a_local_file(site, tmp_path):
     secret = tmp_path / "secret.html"
     secret.write_text(f"<html><title>{marker}</title></html>")
     page = site.root / "local-file-links.html"
-    page.write_text(f'<html><title>Links</title><a href="file://127.0.0.1{secret}">a</a></html>')
+    links = f'<a href="file://127.0.0.1{secret}">a</a><a href="data:text/html,<title>inline-data</title>">b</a>'
+    page.write_text(f"<html><title>Links</title>{links}</html>")
     yield f"{site.url}/local-file-links.html", marker
     page.unlink()
 
@@ -82,3 +88,9 @@ def test_a_spider_that_rewrites_its_settings_late_still_crawls_under_trawls_pins
 
     # A stats collector that keeps nothing would hide what Trawl counts (refusals, throttle, blocks): refused too.
     assert "EnforcedSettingChanged: STATS_CLASS" in report["version_stats_class"]["crawl_error"]
+
+    # An admin's TRAWL_ALLOWED_SCHEMES (in the scraper's or version's settings) lets that scheme through, and only it.
+    opted = report["admin_opted_in_data"]
+    assert opted["titles"] == ["inline-data"] and opted["refused_scheme"] == 1  # data: fetched; file: still refused
+    assert not opted["leaked"]
+    assert report["not_opted_in"]["titles"] == [] and report["not_opted_in"]["refused_scheme"] == 2

@@ -76,17 +76,17 @@ class CrawlServer:
 
     def crawl(self, command: dict[str, Any]) -> None:
         from scrapy import signals
-        from scrapy.crawler import CrawlerRunner
 
-        from crawls.scraping.handoff import item_passed, with_item_handoff
+        from crawls.scraping.enforced import crawler_create
+        from crawls.scraping.handoff import item_passed
         from crawls.scraping.scheduler import store_wanted
         from registry.spiders import spider_load
 
         self._cancel_idle()
         self.job, self.first_error = command["job"], ""
         try:
-            runner = CrawlerRunner(with_item_handoff(command["settings"]))
-            crawler = runner.create_crawler(spider_load(command["spider"]))
+            # Trawl's pins over the package spider's own settings (crawls.scraping.enforced), as in a worker.
+            runner, crawler = crawler_create(spider_load(command["spider"]), command["settings"])
         except Exception as exc:  # the spider cannot be loaded or built: the job's error, not the child's
             self.send("end", job=self.job, stats={}, reason="", crawl_error=f"{type(exc).__name__}: {exc}")
             return self._arm_idle()

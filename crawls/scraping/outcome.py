@@ -48,6 +48,7 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
         "spider_exceptions": spider_exceptions,
         "robots_forbidden": scrapy_stats.get("robotstxt/forbidden", 0),
         "refused_private": scrapy_stats.get("guard/refused", 0),  # requests the private-target guard refused
+        "refused_scheme": scrapy_stats.get("schemes/refused", 0),  # requests (and redirects) not http(s): refused
         # Every response (crawls.scraping.blocks), those that were blocks (403, 429, captcha) and captchas among them.
         "blocks": {
             key.removeprefix("blocks/"): value for key, value in scrapy_stats.items() if key.startswith("blocks/")
@@ -100,6 +101,9 @@ def classify(
         return CrawlVerdict(ErrorClass.BLOCKED, f"the site blocked {blocked} of {responses} responses{captchas}")
     if refused and not any(200 <= code < 300 for code in codes):
         return CrawlVerdict(ErrorClass.BLOCKED_TARGET, f"refused {refused} request(s) to private addresses")
+    schemes = stats.get("refused_scheme", 0)
+    if schemes and not any(200 <= code < 300 for code in codes):
+        return CrawlVerdict(ErrorClass.BLOCKED_TARGET, f"refused {schemes} request(s) with a scheme other than http(s)")
     if any(code < 400 for code in codes):
         return CrawlVerdict("")
     return _no_good_page(codes, stats)

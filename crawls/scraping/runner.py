@@ -12,10 +12,11 @@ from typing import Any
 
 import crochet
 from scrapy import Spider, signals
-from scrapy.crawler import Crawler, CrawlerRunner
+from scrapy.crawler import Crawler
 from scrapy.utils.defer import deferred_from_coro
 
-from crawls.scraping.handoff import item_passed, with_item_handoff
+from crawls.scraping.enforced import crawler_create
+from crawls.scraping.handoff import item_passed
 from crawls.scraping.runtime import ensure_reactor
 from crawls.scraping.scheduler import store_wanted, wake_engine
 
@@ -88,8 +89,7 @@ class CrawlResult:
 
 @crochet.run_in_reactor
 def _start(spider_cls: type[Spider], settings: dict, spider_kwargs: dict, session: CrawlSession):
-    runner = CrawlerRunner(settings)
-    crawler = runner.create_crawler(spider_cls)
+    runner, crawler = crawler_create(spider_cls, settings)
     # weak=False: these are bound methods of a short-lived object that nothing else references.
     crawler.signals.connect(session.on_item, signal=item_passed, weak=False)
     crawler.signals.connect(session.on_spider_error, signal=signals.spider_error, weak=False)
@@ -153,7 +153,7 @@ def run_spider(
     """
     ensure_reactor()
     session = CrawlSession()
-    result = _start(spider_cls, with_item_handoff(settings), spider_kwargs, session)
+    result = _start(spider_cls, settings, spider_kwargs, session)
     try:
         stopped_because, crawl_error = _wait(result, session, timeout=timeout, on_tick=on_tick, tick=tick_seconds)
     except BaseException:

@@ -1,24 +1,23 @@
-"""Composing the Scrapy settings of one crawl: defaults < scraper < version < job options < enforced."""
+"""Composing the Scrapy settings of one crawl: defaults < scraper < version < job options < enforced.
+
+What is enforced here no scraper or version changes; crawls.scraping.enforced keeps it so against the spider itself.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
+from scrapy.settings import Settings
 
 from crawls.models import CrawlJob
+from crawls.scraping.enforced import COMPONENTS_SETTING, ENFORCED, GUARD, GUARD_ORDER
+from crawls.scraping.schemes import GATE, GATE_ORDER, SCHEMES_SETTING, allowed_schemes, download_handlers
 from project.net import guard_enabled
 from project.redis import redis_key
 from registry.models import ScraperVersion
 
-# Never overridable: the telnet console and remote control open ports that can run code. AutoThrottle adapts each
-# process's delay to what that process alone sees, on top of the cluster-wide buckets and their adaptive controller
-# (which see every worker): two controllers fighting over one site, the per-process one blind to the others' load.
-ENFORCED = {"TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False, "AUTOTHROTTLE_ENABLED": False}
-GUARD = "crawls.scraping.guard.PrivateTargetGuard"
-GUARD_ORDER = 790  # after proxy rotation (740), before the throttle (800) so a refused request takes no token
-# Connections that resolve through the crawl's resolver: the addresses the guard checked (crawls/scraping/resolver.py).
-CHECKED_HANDLERS = {scheme: "crawls.scraping.handlers.CheckedHTTPDownloadHandler" for scheme in ("http", "https")}
 COMPONENT_SETTINGS = {
     "EXTENSIONS": "TRAWL_SCRAPY_EXTENSIONS",
     "DOWNLOADER_MIDDLEWARES": "TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES",
@@ -36,13 +35,12 @@ def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, 
     if job.source_id:
         _incremental(merged, job)
     merged.update(ENFORCED)
+    with_schemes(merged)
     # The guard's switch is set here (its place in the chain by with_trawl_components).
     # Non-admin requesters' jobs only: scheduled work (no requester) crawls sources an admin registered.
     merged["TRAWL_GUARD_PRIVATE_TARGETS"] = guard_enabled() and bool(job.requester_id and not job.requester.is_admin)
     merged["TRAWL_PRIVATE_TARGETS_ALLOWED"] = list(settings.TRAWL_PRIVATE_TARGETS_ALLOWED)
     merged["TRAWL_DNS_SERVERS"] = list(settings.TRAWL_DNS_SERVERS)
-    if merged["TRAWL_GUARD_PRIVATE_TARGETS"] or merged["TRAWL_DNS_SERVERS"]:
-        merged["DOWNLOAD_HANDLERS"] = {**(merged.get("DOWNLOAD_HANDLERS") or {}), **CHECKED_HANDLERS}
     # Names a FEEDS URI template may use (crawls/scraping/feeds.py); a version's own FEED_URI_PARAMS wins.
     merged["TRAWL_FEED_PARAMS"] = {
         "job_id": str(job.pk),
@@ -55,12 +53,33 @@ def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, 
 
 
 def with_trawl_components(merged: dict[str, Any]) -> dict[str, Any]:
-    """`merged` (changed in place) with Trawl's middlewares and extensions added to any the settings declare, and the
-    private-target guard in its place: it is no scraper's to drop."""
-    for name, trawl_name in COMPONENT_SETTINGS.items():
-        merged[name] = {**getattr(settings, trawl_name), **(merged.get(name) or {})}
-    merged["DOWNLOADER_MIDDLEWARES"][GUARD] = GUARD_ORDER
+    """`merged` (changed in place) with Trawl's middlewares and extensions added to any the settings declare, at
+    Trawl's orders: no scraper or version drops, disables or reorders one. They are also listed in TRAWL_COMPONENTS,
+    which crawls.scraping.enforced pins against the spider."""
+    trawl = {name: dict(getattr(settings, trawl_name)) for name, trawl_name in COMPONENT_SETTINGS.items()}
+    trawl["DOWNLOADER_MIDDLEWARES"].update({GATE: GATE_ORDER, GUARD: GUARD_ORDER})
+    for name, entries in trawl.items():
+        merged[name] = {**_declared_dict(merged.get(name)), **entries}
+    merged[COMPONENTS_SETTING] = trawl
     return merged
+
+
+def with_schemes(merged: dict[str, Any]) -> dict[str, Any]:
+    """`merged` (changed in place) with the schemes its crawl may fetch — http, https and any an admin's scraper or
+    version added in TRAWL_ALLOWED_SCHEMES — and download handlers for those only (crawls.scraping.schemes)."""
+    allowed = allowed_schemes(merged.get(SCHEMES_SETTING))
+    merged[SCHEMES_SETTING] = list(allowed)
+    declared = Settings(merged).getwithbase("DOWNLOAD_HANDLERS")
+    merged["DOWNLOAD_HANDLERS"] = download_handlers(allowed=allowed, declared=declared)
+    merged.pop("DOWNLOAD_HANDLERS_BASE", None)
+    return merged
+
+
+def _declared_dict(value: Any) -> dict[str, Any]:
+    """A component dict as a scraper or version wrote it (Scrapy also takes JSON text there)."""
+    if isinstance(value, str):
+        value = json.loads(value or "{}")
+    return dict(value or {})
 
 
 def _incremental(merged: dict[str, Any], job: CrawlJob) -> None:

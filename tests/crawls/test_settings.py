@@ -76,6 +76,7 @@ def test_version_components_add_to_trawls_own():
         "trawl.Throttle": 600,
         "custom.Proxy": 700,
         "crawls.scraping.guard.PrivateTargetGuard": 790,  # always there; on only for guarded crawls
+        "crawls.scraping.schemes.SchemeGate": -(10**9),  # always there, first
     }
 
 
@@ -94,3 +95,64 @@ def test_one_crawls_settings_do_not_leak_into_the_next():
 
     assert merged["CONCURRENT_REQUESTS"] == 16
     assert "custom.Ext" not in merged["EXTENSIONS"]
+
+
+THROTTLE = "throttling.middlewares.ThrottleMiddleware"
+GUARD = "crawls.scraping.guard.PrivateTargetGuard"
+FILE_HANDLER = "scrapy.core.downloader.handlers.file.FileDownloadHandler"
+FTP_HANDLER = "scrapy.core.downloader.handlers.ftp.FTPDownloadHandler"
+
+
+def test_no_version_or_scraper_disables_or_reorders_trawls_components():
+    merged = layered(
+        scraper={"EXTENSIONS": {"crawls.scraping.watchdogs.StallWatchdog": None}},
+        version={
+            "DOWNLOADER_MIDDLEWARES": {THROTTLE: None, GUARD: 10, "crawls.scraping.blocks.BlockDetector": None},
+            "EXTENSIONS": '{"crawls.scraping.watchdogs.ErrorRateWatchdog": null}',  # Scrapy takes JSON text there too
+        },
+    )
+
+    assert merged["DOWNLOADER_MIDDLEWARES"][THROTTLE] == 800
+    assert merged["DOWNLOADER_MIDDLEWARES"][GUARD] == 790
+    assert merged["DOWNLOADER_MIDDLEWARES"]["crawls.scraping.blocks.BlockDetector"] == 880
+    assert merged["EXTENSIONS"]["crawls.scraping.watchdogs.StallWatchdog"] == 0
+    assert merged["EXTENSIONS"]["crawls.scraping.watchdogs.ErrorRateWatchdog"] == 0
+    assert merged["TRAWL_COMPONENTS"]["DOWNLOADER_MIDDLEWARES"][THROTTLE] == 800  # what the crawler pins
+
+
+def test_only_http_and_https_have_download_handlers_whatever_a_version_declares():
+    merged = layered(
+        version={
+            "DOWNLOAD_HANDLERS": {"file": FILE_HANDLER, "gopher": "x.Gopher", "http": "x.Http"},
+            "DOWNLOAD_HANDLERS_BASE": {"s3": "x.S3"},
+            "AUTOTHROTTLE_ENABLED": True,
+        }
+    )
+
+    handlers = merged["DOWNLOAD_HANDLERS"]
+    assert {scheme: path for scheme, path in handlers.items() if path} == {
+        "http": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
+        "https": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
+    }
+    assert {"file", "gopher", "s3", "ftp", "data"} <= set(handlers)  # named, with no handler
+    assert "DOWNLOAD_HANDLERS_BASE" not in merged
+    assert merged["TRAWL_ALLOWED_SCHEMES"] == ["http", "https"]
+    assert merged["AUTOTHROTTLE_ENABLED"] is False
+
+
+def test_an_admin_opts_a_version_in_to_another_scheme_explicitly():
+    merged = layered(scraper={"TRAWL_ALLOWED_SCHEMES": ["FTP", "not a scheme"]})
+
+    assert merged["TRAWL_ALLOWED_SCHEMES"] == ["http", "https", "ftp"]
+    assert merged["DOWNLOAD_HANDLERS"]["ftp"] == FTP_HANDLER  # Scrapy's own, since the version names none
+    assert merged["DOWNLOAD_HANDLERS"]["file"] is None
+
+    merged = layered(name="files", version={"TRAWL_ALLOWED_SCHEMES": "file", "DOWNLOAD_HANDLERS": {"file": "x.Own"}})
+    assert merged["DOWNLOAD_HANDLERS"]["file"] == "x.Own"
+
+
+def test_job_options_never_reach_the_schemes():
+    merged = layered(options={"TRAWL_ALLOWED_SCHEMES": ["file"], "config": {"TRAWL_ALLOWED_SCHEMES": ["file"]}})
+
+    assert merged["TRAWL_ALLOWED_SCHEMES"] == ["http", "https"]
+    assert merged["DOWNLOAD_HANDLERS"]["file"] is None

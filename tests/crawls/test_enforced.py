@@ -1,0 +1,124 @@
+"""Trawl's pins against the spider: custom_settings, from_crawler and add-ons cannot remove, reorder or disable Trawl's
+components or its enforced settings (crawls/scraping/enforced.py). End to end: tests/security/test_custom_settings.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from scrapy.settings import Settings
+from scrapy.utils.conf import build_component_list
+
+from access.services import token_issue
+from crawls.models import CrawlJob
+from crawls.scraping.enforced import ENFORCED_PRIORITY, Pins, TrawlCrawler, pins_apply, pins_broken
+from crawls.scraping.schemes import HTTP_DOWNLOAD_HANDLERS
+from crawls.scraping.settings import scrapy_settings_for
+from crawls.services.shards import frontier_settings
+from registry.models import Scraper, ScraperVersion
+from tests.fixtures.hostile import BLOCKS, GATE, GUARD, STRIPPING_SETTINGS, THROTTLE, SettingsStrippingSpider
+
+pytestmark = pytest.mark.django_db
+
+HANDOFF = "crawls.scraping.handoff.ItemHandoff"
+OWN_MIDDLEWARE = "myproject.middlewares.OwnMiddleware"
+
+
+@pytest.fixture
+def composed(settings):
+    """What the runner hands Scrapy for a guarded requester's job (production settings) on one shard."""
+    settings.TRAWL_BLOCK_PRIVATE_TARGETS = True
+    requester, _ = token_issue(requester_name="mallory")
+    scraper = Scraper.objects.create(name="hostile")
+    version = ScraperVersion.objects.create(scraper=scraper, version="1.0.0", spider="tests.fixtures.hostile.X")
+    job = CrawlJob.objects.create(url="http://shop.test/", scraper=scraper, requester=requester)
+    merged = scrapy_settings_for(job=job, version=version)
+    merged.update(frontier_settings(job_id=str(job.pk), attempt=1, shard=0))
+    return merged
+
+
+def crawler_for(spider_cls, composed) -> TrawlCrawler:
+    return TrawlCrawler(spider_cls, Settings(composed), pins=Pins.of(composed))
+
+
+def enabled(settings, name: str) -> list[str]:
+    return build_component_list(settings.getwithbase(name))
+
+
+def test_a_spiders_custom_settings_keep_every_trawl_component_in_its_place(composed):
+    crawler = crawler_for(SettingsStrippingSpider, composed)
+    settings = crawler.settings
+
+    middlewares = enabled(settings, "DOWNLOADER_MIDDLEWARES")
+    assert middlewares[0] == GATE  # the very first: nothing sees a file:// request before it is refused
+    assert middlewares.index(GUARD) < middlewares.index(THROTTLE) < middlewares.index(BLOCKS)
+    assert settings.getwithbase("DOWNLOADER_MIDDLEWARES")[THROTTLE] == 800
+    assert set(enabled(settings, "EXTENSIONS")) >= {
+        "crawls.scraping.watchdogs.StallWatchdog",
+        "crawls.scraping.watchdogs.ErrorRateWatchdog",
+        "crawls.scraping.watchdogs.FieldCoverage",
+        "crawls.scraping.retry_after.RetryAfterStats",
+    }
+    assert HANDOFF in enabled(settings, "ITEM_PIPELINES")
+    assert pins_broken(settings, crawler.pins) == ""
+
+
+def test_a_spider_gets_no_other_scheme_no_telnet_no_trawl_knob_of_its_own(composed):
+    settings = crawler_for(SettingsStrippingSpider, composed).settings
+
+    handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
+    assert {scheme: path for scheme, path in handlers.items() if path} == HTTP_DOWNLOAD_HANDLERS
+    assert settings.getlist("TRAWL_ALLOWED_SCHEMES") == ["http", "https"]
+    assert settings.getbool("TELNETCONSOLE_ENABLED") is False
+    assert settings.getbool("AUTOTHROTTLE_ENABLED") is False
+    assert settings.getbool("TRAWL_GUARD_PRIVATE_TARGETS") is True
+    assert settings.getlist("TRAWL_PRIVATE_TARGETS_ALLOWED") == composed["TRAWL_PRIVATE_TARGETS_ALLOWED"]
+    assert "TRAWL_STALL_SECONDS" not in settings  # the project's default applies, not the spider's 0
+    assert settings["SCHEDULER"] == "crawls.scraping.scheduler.FrontierScheduler"
+    assert settings["STATS_CLASS"] == "crawls.scraping.stats.CrawlStats"
+    assert settings.getdict("FEEDS") == {}  # admins set FEEDS; a spider writes no file on the worker
+
+
+def test_a_spiders_own_components_still_join_trawls(composed):
+    class OwnSpider(SettingsStrippingSpider):
+        custom_settings = {
+            "DOWNLOADER_MIDDLEWARES": {OWN_MIDDLEWARE: 543},
+            "ITEM_PIPELINES": {"myproject.pipelines.OwnPipeline": 300},
+            "DOWNLOAD_DELAY": 0.25,
+        }
+
+    settings = crawler_for(OwnSpider, composed).settings
+
+    assert settings.getwithbase("DOWNLOADER_MIDDLEWARES")[OWN_MIDDLEWARE] == 543
+    assert enabled(settings, "ITEM_PIPELINES") == ["myproject.pipelines.OwnPipeline", HANDOFF]
+    assert settings.getfloat("DOWNLOAD_DELAY") == 0.25  # what is not Trawl's stays the spider's
+
+
+def test_whatever_outranks_trawl_after_the_pins_is_named(composed):
+    crawler = crawler_for(SettingsStrippingSpider, composed)
+    settings = crawler.settings
+    settings.set("DOWNLOADER_MIDDLEWARES", {GUARD: None}, priority=ENFORCED_PRIORITY + 1)
+    assert pins_broken(settings, crawler.pins) == "DOWNLOADER_MIDDLEWARES"
+
+    crawler = crawler_for(SettingsStrippingSpider, composed)
+    crawler.settings.set("DOWNLOAD_HANDLERS_BASE", {"file": "x.File"}, priority=ENFORCED_PRIORITY + 1)
+    assert pins_broken(crawler.settings, crawler.pins) == "DOWNLOAD_HANDLERS"
+
+    crawler = crawler_for(SettingsStrippingSpider, composed)
+    crawler.settings.set("TELNETCONSOLE_ENABLED", True, priority=ENFORCED_PRIORITY + 1)
+    assert pins_broken(crawler.settings, crawler.pins) == "TELNETCONSOLE_ENABLED"
+
+    crawler = crawler_for(SettingsStrippingSpider, composed)
+    crawler.settings.set("TRAWL_NEW_KNOB", 1, priority=ENFORCED_PRIORITY + 1)
+    assert pins_broken(crawler.settings, crawler.pins) == "TRAWL_NEW_KNOB"
+
+
+def test_pins_applied_again_undo_what_the_spider_did_after_custom_settings(composed):
+    """What Crawler._apply_settings does (TrawlCrawler re-applies the pins there): a spider's from_crawler that
+    rewrote the settings at the highest priority Scrapy names is undone."""
+    crawler = crawler_for(SettingsStrippingSpider, composed)
+    crawler.settings.setdict(STRIPPING_SETTINGS, priority="cmdline")
+    assert pins_broken(crawler.settings, crawler.pins) != ""
+
+    pins_apply(crawler.settings, crawler.pins)
+
+    assert pins_broken(crawler.settings, crawler.pins) == ""

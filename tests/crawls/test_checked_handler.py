@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import os
 
-from crawls.scraping.settings import CHECKED_HANDLERS, GUARD, GUARD_ORDER
+from crawls.scraping.enforced import GUARD, GUARD_ORDER
+from crawls.scraping.schemes import HTTP_DOWNLOAD_HANDLERS
 from tests.security.nameserver import NameServer, self_signed, twin_listeners
 from tests.workers import last_json_line, script_run
 
@@ -47,7 +48,7 @@ def test_a_guarded_https_crawl_connects_only_to_the_addresses_it_checked(tmp_pat
             "LOG_LEVEL": "ERROR",
             "TELNETCONSOLE_ENABLED": False,
             "ROBOTSTXT_OBEY": True,
-            "DOWNLOAD_HANDLERS": CHECKED_HANDLERS,
+            "DOWNLOAD_HANDLERS": HTTP_DOWNLOAD_HANDLERS,
             "DOWNLOADER_MIDDLEWARES": {GUARD: GUARD_ORDER},
             "TRAWL_GUARD_PRIVATE_TARGETS": True,
             "TRAWL_PRIVATE_TARGETS_ALLOWED": ["127.0.0.2/32"],

@@ -131,8 +131,8 @@ def test_only_http_and_https_have_download_handlers_whatever_a_version_declares(
 
     handlers = merged["DOWNLOAD_HANDLERS"]
     assert {scheme: path for scheme, path in handlers.items() if path} == {
-        "http": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
-        "https": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
+        "http": "crawls.scraping.handlers.CheckedHTTPDownloadHandler",
+        "https": "crawls.scraping.handlers.CheckedHTTPDownloadHandler",
     }
     assert {"file", "gopher", "s3", "ftp", "data"} <= set(handlers)  # named, with no handler
     assert "DOWNLOAD_HANDLERS_BASE" not in merged

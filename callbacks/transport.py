@@ -1,17 +1,25 @@
-"""One signed webhook POST and what came of it. Never raises for anything the network or receiver does."""
+"""One signed webhook POST and what came of it. Never raises for anything the network or receiver does.
+
+The receiver's host is resolved once per attempt (TRAWL_DNS_SERVERS or the system resolver) and, with
+TRAWL_BLOCK_PRIVATE_TARGETS on, every answer is judged (public or TRAWL_PRIVATE_TARGETS_ALLOWED); the POST then
+connects to one of those checked addresses, never to a second lookup's answer (DNS rebinding). For https the TLS
+handshake still names the host (SNI) and the certificate is verified against the host name. Redirects are not
+followed, and webhooks do not go through environment proxies.
+"""
 
 from __future__ import annotations
 
 import http.client
+import socket
+import ssl
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from callbacks.payloads import body_bytes
 from callbacks.signing import signature_header
-from project.net import guard_enabled, private_target_reason
+from project.net import allowed_networks, guard_enabled, resolve_checked
 
 USER_AGENT = "Trawl-Webhooks/0.1"
 SNIPPET_BYTES = 300
@@ -28,45 +36,69 @@ class PostResult:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    # A redirect is a failed delivery: following it would resend a signed body to a URL nobody configured.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirect)
-
-
 def post_signed(*, url: str, payload: dict, headers: dict[str, str], secret: str, timeout: float) -> PostResult:
     body = body_bytes(payload)
     all_headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **headers}
     if secret:
         # Signed at send time: the timestamp is this attempt's, so receivers can refuse stale replays.
         all_headers["X-Trawl-Signature"] = signature_header(secret=secret, body=body)
-    request = urllib.request.Request(url, data=body, headers=all_headers, method="POST")
     started = time.monotonic()
-    # Checked at every attempt, not only at submission: a name may have been pointed at an internal host since.
-    refused = private_target_reason(url) if guard_enabled() else ""
-    if refused:
-        return PostResult(status_code=None, error=f"refused: {refused}", duration_ms=0)
-    status_code, error = None, ""
+    parts = urlsplit(url)
     try:
-        with _opener.open(request, timeout=timeout) as response:
-            status_code = response.status
-            response.read(SNIPPET_BYTES)
-    except urllib.error.HTTPError as exc:
-        status_code = exc.code
-        error = f"HTTP {exc.code}: {_snippet(exc)}"
-    except urllib.error.URLError as exc:
-        error = f"{type(exc.reason).__name__}: {exc.reason}"
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        return PostResult(status_code=None, error=f"ValueError: {exc}", duration_ms=0)
+    # Resolved and checked at every attempt, not only at submission: a name may have been pointed elsewhere since.
+    guarded = guard_enabled()
+    resolution = resolve_checked(parts.hostname or "", allowed=allowed_networks() if guarded else ())
+    if guarded and resolution.reason:
+        return PostResult(status_code=None, error=f"refused: {resolution.reason}", duration_ms=0)
+    if not resolution.addresses:
+        return PostResult(status_code=None, error=f"DNSLookupError: {resolution.reason}", duration_ms=0)
+    target = f"{parts.path or '/'}{'?' + parts.query if parts.query else ''}"
+    status_code, error = _post(parts, port, resolution.addresses, target, body, all_headers, timeout)
     duration_ms = int((time.monotonic() - started) * 1000)
     return PostResult(status_code=status_code, error=error, duration_ms=duration_ms)
 
 
-def _snippet(exc: urllib.error.HTTPError) -> str:
+def _post(
+    parts: Any, port: int, addresses: tuple[str, ...], target: str, body: bytes, headers: dict, timeout: float
+) -> tuple[int | None, str]:
+    connection = _connection(parts.scheme, parts.hostname or "", port, addresses, timeout)
     try:
-        return exc.read(SNIPPET_BYTES).decode(errors="replace").strip() or exc.reason
-    except (OSError, http.client.HTTPException):
-        return str(exc.reason)
+        connection.request("POST", target, body=body, headers=headers)
+        response = connection.getresponse()
+        snippet = response.read(SNIPPET_BYTES)
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    finally:
+        connection.close()
+    if 200 <= response.status < 300:
+        return response.status, ""
+    # A redirect is a failed delivery: following it would resend a signed body to a URL nobody configured.
+    return response.status, f"HTTP {response.status}: {snippet.decode(errors='replace').strip() or response.reason}"
+
+
+def _connection(scheme: str, host: str, port: int, addresses: tuple[str, ...], timeout: float):
+    def connect_checked(_address: Any, timeout: float = timeout, source_address: Any = None) -> socket.socket:
+        return _first_connection(addresses, port, timeout, source_address)
+
+    if scheme == "https":
+        connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+            host, port, timeout=timeout, context=ssl.create_default_context()
+        )
+    else:
+        connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    # The socket goes to a checked address; the Host header, SNI and certificate check keep using the name.
+    connection._create_connection = connect_checked  # type: ignore[attr-defined]
+    return connection
+
+
+def _first_connection(addresses: tuple[str, ...], port: int, timeout: float, source: Any) -> socket.socket:
+    last: OSError | None = None
+    for address in addresses:
+        try:
+            return socket.create_connection((address, port), timeout, source)
+        except OSError as exc:
+            last = exc
+    raise last or OSError("no address to connect to")

@@ -6,29 +6,63 @@ from django.conf import settings
 from rest_framework import serializers
 
 from crawls.models import Batch, CrawlJob
+from crawls.scraping.inputs import config_check
+from crawls.scraping.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile
 from crawls.selectors import batch_totals
 from items.models import ItemSighting
-from project.serializers import StrictSerializer, compiles, http_url
+from project.serializers import StrictSerializer, http_url
 from registry.models import Variant
 
 
+def linear_regex(pattern: str) -> None:
+    """A requester regex must run on RE2 (linear time): the check the link spider compiles with."""
+    try:
+        pattern_compile(pattern, field="")
+    except PatternError as exc:
+        raise serializers.ValidationError(exc.message) from None
+
+
+def spider_config(config: dict) -> None:
+    """The regexes and selectors of a spider config, checked as the spiders run them: {"allow": {"0": [...]}}."""
+    try:
+        config_check(config, prefix="")
+    except PatternError as exc:
+        raise serializers.ValidationError(nested_error(exc.field, exc.message)) from None
+
+
+def nested_error(field: str, message: str) -> dict:
+    """`allow.0` → {"allow": {"0": [message]}}: how DRF shapes the errors of nested fields."""
+    head, _, rest = field.partition(".")
+    return {head: nested_error(rest, message) if rest else [message]}
+
+
 class JobOptionsSerializer(StrictSerializer):
-    """Scrapy Cluster's crawl API, plus `config` for config-driven spiders."""
+    """Scrapy Cluster's crawl API, plus `config` for config-driven spiders. Regexes run on RE2 (linear time)."""
 
     maxdepth = serializers.IntegerField(min_value=0, max_value=20, required=False)
     allowed_domains = serializers.ListField(child=serializers.CharField(max_length=253), max_length=100, required=False)
     allow_regex = serializers.ListField(
-        child=serializers.CharField(max_length=500, validators=[compiles]), max_length=50, required=False
+        child=serializers.CharField(max_length=MAX_PATTERN_LENGTH, validators=[linear_regex]),
+        max_length=MAX_PATTERNS,
+        required=False,
+        help_text="Follow only links matching one of these (RE2 syntax: no backreferences or lookaround).",
     )
     deny_regex = serializers.ListField(
-        child=serializers.CharField(max_length=500, validators=[compiles]), max_length=50, required=False
+        child=serializers.CharField(max_length=MAX_PATTERN_LENGTH, validators=[linear_regex]),
+        max_length=MAX_PATTERNS,
+        required=False,
+        help_text="Never follow links matching one of these (RE2 syntax).",
     )
     deny_extensions = serializers.ListField(child=serializers.CharField(max_length=16), max_length=200, required=False)
     expires = serializers.IntegerField(min_value=0, required=False, help_text="Unix time after which to stop.")
     useragent = serializers.CharField(max_length=512, required=False)
     cookie = serializers.CharField(max_length=4096, required=False)
     attrs = serializers.DictField(required=False, help_text="Copied into every item.")
-    config = serializers.DictField(required=False, help_text="Spider config, e.g. selectors.")
+    config = serializers.DictField(
+        required=False,
+        validators=[spider_config],
+        help_text="Spider config, e.g. selectors (XPath without extension functions) or sitemap allow/deny (RE2).",
+    )
 
 
 class JobCreateSerializer(StrictSerializer):

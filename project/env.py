@@ -72,6 +72,8 @@ BLOCK_PRIVATE_TARGETS = _bool("TRAWL_BLOCK_PRIVATE_TARGETS", False)
 # Production settings (project.settings_production) only.
 BLOCK_PRIVATE_TARGETS_PRODUCTION = _bool("TRAWL_BLOCK_PRIVATE_TARGETS", True)
 PRIVATE_TARGETS_ALLOWED = _list("TRAWL_PRIVATE_TARGETS_ALLOWED", "")
+# DNS servers ("ip[:port]", comma-separated) crawls and webhooks resolve through; empty: the system resolver.
+DNS_SERVERS = _list("TRAWL_DNS_SERVERS", "")
 SECURE_SSL_REDIRECT = _bool("TRAWL_SECURE_SSL_REDIRECT", True)
 HSTS_SECONDS = _int("TRAWL_HSTS_SECONDS", 31_536_000)
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from rest_framework import serializers
 
 
@@ -16,13 +14,6 @@ class StrictSerializer(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
         return super().to_internal_value(data)
-
-
-def compiles(pattern: str) -> None:
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise serializers.ValidationError(f"{pattern!r} is not a valid regular expression: {exc}") from exc
 
 
 def http_url(value: str) -> None:

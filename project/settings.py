@@ -9,6 +9,7 @@ import dj_database_url
 from django.core.management.utils import get_random_secret_key
 
 from project import env
+from project.dns_servers import parse_servers
 
 BASE_DIR = env.BASE_DIR
 DEBUG = env.DEBUG
@@ -324,6 +325,9 @@ TRAWL_MAX_PARALLELISM = 32  # shards one job may ask for (`parallelism`)
 TRAWL_BLOCK_PRIVATE_TARGETS = env.BLOCK_PRIVATE_TARGETS
 # Networks the guard lets non-admin crawls reach anyway (CIDR, e.g. an internal site you mean to crawl).
 TRAWL_PRIVATE_TARGETS_ALLOWED: list[str] = env.PRIVATE_TARGETS_ALLOWED
+# DNS servers ("ip[:port]") that crawls, submission checks and webhooks ask; empty: the system resolver.
+TRAWL_DNS_SERVERS: list[str] = env.DNS_SERVERS
+parse_servers(TRAWL_DNS_SERVERS)  # a bad entry stops every process at start, not a request later
 
 # --- Ingestion: item schema checks, normalization, price history, category mapping (see docs/ingestion.md) ---
 TRAWL_INGESTION_INVALID_SAMPLE = 5  # rejected items a job keeps (with their reasons) in stats["invalid_sample"]

@@ -117,7 +117,9 @@ def _stop(crawler: Crawler):
 
 
 def _stats_copy(crawler: Crawler) -> dict[str, Any]:
-    return dict(crawler.stats.get_stats()) if crawler.stats else {}
+    # `_stats`, not `stats`: a spider that refused to start (bad options) leaves it unset, and Scrapy's `stats` raises.
+    stats = crawler._stats
+    return dict(stats.get_stats()) if stats else {}
 
 
 _snapshot = crochet.wait_for(timeout=10)(_stats_copy)  # the copy made in the reactor thread

@@ -17,6 +17,8 @@ from registry.models import ScraperVersion
 ENFORCED = {"TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False, "AUTOTHROTTLE_ENABLED": False}
 GUARD = "crawls.scraping.guard.PrivateTargetGuard"
 GUARD_ORDER = 790  # after proxy rotation (740), before the throttle (800) so a refused request takes no token
+# Connections that resolve through the crawl's resolver: the addresses the guard checked (crawls/scraping/resolver.py).
+CHECKED_HANDLERS = {scheme: "crawls.scraping.handlers.CheckedHTTPDownloadHandler" for scheme in ("http", "https")}
 COMPONENT_SETTINGS = {
     "EXTENSIONS": "TRAWL_SCRAPY_EXTENSIONS",
     "DOWNLOADER_MIDDLEWARES": "TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES",
@@ -38,6 +40,9 @@ def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, 
     # Non-admin requesters' jobs only: scheduled work (no requester) crawls sources an admin registered.
     merged["TRAWL_GUARD_PRIVATE_TARGETS"] = guard_enabled() and bool(job.requester_id and not job.requester.is_admin)
     merged["TRAWL_PRIVATE_TARGETS_ALLOWED"] = list(settings.TRAWL_PRIVATE_TARGETS_ALLOWED)
+    merged["TRAWL_DNS_SERVERS"] = list(settings.TRAWL_DNS_SERVERS)
+    if merged["TRAWL_GUARD_PRIVATE_TARGETS"] or merged["TRAWL_DNS_SERVERS"]:
+        merged["DOWNLOAD_HANDLERS"] = {**(merged.get("DOWNLOAD_HANDLERS") or {}), **CHECKED_HANDLERS}
     # Names a FEEDS URI template may use (crawls/scraping/feeds.py); a version's own FEED_URI_PARAMS wins.
     merged["TRAWL_FEED_PARAMS"] = {
         "job_id": str(job.pk),

@@ -18,7 +18,7 @@ from crawls.fairshare import jobs_admit
 from crawls.models import ACTIVE_STATUSES, Batch, BatchStatus, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_batch_finalize, publish_batch_launch
 from crawls.services.ending import jobs_end
-from crawls.services.jobs import job_validate, validate_crawl_url
+from crawls.services.jobs import job_options_validate, job_validate, validate_crawl_url
 from project.errors import TrawlError
 from project.net import target_check
 from registry.models import Scraper
@@ -85,6 +85,7 @@ def _spec_validate(spec: dict[str, Any], *, requester: Requester | None = None) 
     unknown = sorted(set(spec) - set(SPEC_FIELDS))
     if unknown:
         raise TrawlError("unknown field", field=unknown[0])
+    job_options_validate(spec.get("options"))
     return job_validate(
         url=spec.get("url") or "",
         scraper=spec.get("scraper") or "",

@@ -16,6 +16,8 @@ from crawls.cancel import cancel_request
 from crawls.fairshare import PICK_ATTEMPTS, fair_enabled, fair_pick, fair_served, jobs_admit
 from crawls.models import ACTIVE_STATUSES, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl
+from crawls.scraping.inputs import options_check
+from crawls.scraping.patterns import PatternError
 from crawls.services.ending import job_end
 from project.errors import TrawlError
 from project.net import target_check
@@ -112,6 +114,7 @@ def job_create(
         requester=requester,
         parallelism=parallelism,
     )
+    job_options_validate(options)
     jobs_admit(requester=requester, count=1)
     job = CrawlJob.objects.create(
         url=url,
@@ -127,6 +130,15 @@ def job_create(
     )
     transaction.on_commit(lambda: publish_crawl(job=job))
     return job
+
+
+def job_options_validate(options: Any) -> None:
+    """A job's options as its spider will run them: regexes on RE2 (linear time), selectors without extension
+    functions (crawls/scraping/inputs.py, which the spiders use too). Raises TrawlError naming `options` and the key."""
+    try:
+        options_check(options)
+    except PatternError as exc:
+        raise TrawlError(str(exc), field="options") from None
 
 
 def job_claim(*, job_id: str, attempt: int, worker: str) -> CrawlJob | None:

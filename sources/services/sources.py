@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from access.models import Requester
 from crawls.models import ACTIVE_STATUSES, CrawlJob
+from crawls.scraping.inputs import config_check
+from crawls.scraping.patterns import PatternError
 from crawls.services.jobs import job_create, validate_crawl_url
 from project.errors import TrawlError
 from registry.models import Scraper
@@ -78,6 +80,10 @@ def source_check(source: Source) -> None:
         raise TrawlError("config.children must be an object, e.g. {'scraper': 'selectors'}", field="config")
     if children and children.get("scraper"):
         _scraper(children["scraper"])
+    try:
+        config_check(source.config, prefix="")  # its regexes on RE2, its selectors without extension functions
+    except PatternError as exc:
+        raise TrawlError(str(exc), field="config") from None
 
 
 def _check_schedule(source: Source) -> None:

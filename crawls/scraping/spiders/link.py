@@ -12,6 +12,7 @@ import scrapy
 from scrapy.exceptions import CloseSpider
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
+from crawls.scraping.patterns import patterns_compile
 from crawls.scraping.spiders.base import TrawlSpider
 
 
@@ -60,11 +61,11 @@ class LinkSpider(TrawlSpider):
         self.expires = float(opts.get("expires") or 0)
         self.attrs = dict(opts.get("attrs") or {})
         self.cookies = parse_cookie(opts.get("cookie") or "")
-        self.links = LinkExtractor(
-            allow=opts.get("allow_regex") or (),
-            deny=opts.get("deny_regex") or (),
-            deny_extensions=opts.get("deny_extensions", IGNORED_EXTENSIONS),
-        )
+        # Requester regexes run on RE2 (linear time), so not through LinkExtractor's allow/deny, which compiles them
+        # with Python's `re`; a pattern RE2 cannot run stops the crawl here, naming the option.
+        self.allow = patterns_compile(opts.get("allow_regex"), field="allow_regex")
+        self.deny = patterns_compile(opts.get("deny_regex"), field="deny_regex")
+        self.links = LinkExtractor(deny_extensions=opts.get("deny_extensions", IGNORED_EXTENSIONS))
 
     async def start(self):
         for url in self.start_urls:
@@ -81,6 +82,12 @@ class LinkSpider(TrawlSpider):
         if depth >= self.maxdepth or not is_text:
             return
         for link in self.links.extract_links(response):
-            if not self.allowed_hosts.allow(link.url):
+            if not self.allowed_hosts.allow(link.url) or not self.wanted(link.url):
                 continue
             yield scrapy.Request(link.url, cookies=self.cookies, meta={"trawl_depth": depth + 1})
+
+    def wanted(self, url: str) -> bool:
+        """LinkExtractor's allow/deny rule: some `allow_regex` matches (if any is set) and no `deny_regex` does."""
+        if self.allow and not self.allow.search(url):
+            return False
+        return not self.deny.search(url)

@@ -8,10 +8,15 @@ config = {
     "category_links": ".categories a",# optional: category pages, followed with the same rules
 }
 Without `item` or `item_links` the page itself is one item. Field values starting with `xpath:` are XPath.
+Selectors come from requesters: crawls/scraping/xpaths.py refuses extension functions (EXSLT's `re:` regexes run
+with Python's `re`) and caps their size, here when the spider starts as at submission. Extracting one page's items
+stops after TRAWL_SELECTORS_PAGE_SECONDS (stat `selectors/over_budget`): a selector matching every element of a big
+page, with fields that each walk the whole page again, would otherwise hold the reactor thread for minutes.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +24,9 @@ import scrapy
 from parsel import Selector
 
 from crawls.scraping.spiders.base import TrawlSpider
+from crawls.scraping.xpaths import selectors_config_check
+
+PAGE_SECONDS = 5.0  # the default of TRAWL_SELECTORS_PAGE_SECONDS: the most one page's item extraction may take
 
 
 def extract(selector: Selector, spec: str) -> str | None:
@@ -39,24 +47,41 @@ def link_urls(response: scrapy.http.Response, spec: str | None) -> list[str]:
 
 class SelectorsSpider(TrawlSpider):
     name = "selectors"
+    page_seconds = PAGE_SECONDS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields: dict[str, str] = dict(self.config.get("fields") or {})
         if not self.fields:
             raise ValueError("the selectors spider needs config.fields, e.g. {'title': 'h1::text'}")
+        selectors_config_check(self.config)
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SelectorsSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.page_seconds = crawler.settings.getfloat("TRAWL_SELECTORS_PAGE_SECONDS", PAGE_SECONDS)
+        return spider
 
     def parse(self, response: scrapy.http.Response) -> Iterator[Any]:
         config = self.config
         if config.get("item"):
-            for block in response.css(config["item"]):
-                yield self.item_from(block, response)
+            yield from self.blocks(response, config["item"])
         elif not config.get("item_links"):
             yield self.item_from(response.selector, response)
         for url in link_urls(response, config.get("item_links")):
             yield response.follow(url, callback=self.parse_item)
         for url in link_urls(response, config.get("category_links")) + link_urls(response, config.get("next_page")):
             yield response.follow(url, callback=self.parse)
+
+    def blocks(self, response: scrapy.http.Response, spec: str) -> Iterator[dict[str, Any]]:
+        """One item per block, until the page's extraction budget is spent."""
+        deadline = time.monotonic() + self.page_seconds
+        for block in response.css(spec):
+            if time.monotonic() >= deadline:
+                self.crawler.stats.inc_value("selectors/over_budget")
+                self.logger.warning("%s: item extraction stopped after %.0f s", response.url, self.page_seconds)
+                return
+            yield self.item_from(block, response)
 
     def parse_item(self, response: scrapy.http.Response) -> Iterator[Any]:
         yield self.item_from(response.selector, response)

@@ -4,7 +4,7 @@ With strategy `discovery` (a sitemap source) each listed URL is reported as a di
 the source's config says otherwise); otherwise each is an item `{url, lastmod, changefreq, priority, sitemap}`.
 
 config = {
-    "allow": ["/product/"],  # optional: only URLs matching one of these regexes
+    "allow": ["/product/"],  # optional: only URLs matching one of these regexes (RE2 syntax: no lookaround)
     "deny": ["/product/old-"],  # optional: never URLs matching one of these
     "follow": ["products"],  # optional: only child sitemaps of an index matching one of these
     "alternate": False,  # also take hreflang alternate links
@@ -17,7 +17,6 @@ In a source's crawl, entries whose `lastmod` is not newer than at the source's l
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -30,13 +29,10 @@ from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from crawls.scraping.discovery import discovered
 from crawls.scraping.lastmod import LastmodMemory
+from crawls.scraping.patterns import patterns_compile
 from crawls.scraping.spiders.base import TrawlSpider
 
 MAX_URLS = 50_000  # the most one sitemap file may list, by the protocol
-
-
-def patterns(values: Any) -> list[re.Pattern]:
-    return [re.compile(value) for value in ([values] if isinstance(values, str) else values or [])]
 
 
 def sitemap_body(response: Response, *, max_size: int) -> bytes | None:
@@ -56,7 +52,10 @@ class SitemapSpider(TrawlSpider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         config = self.config
-        self.allow, self.deny, self.follow = (patterns(config.get(key)) for key in ("allow", "deny", "follow"))
+        # Requester regexes, on RE2 (linear time): a pattern RE2 cannot run stops the crawl here, naming the key.
+        self.allow, self.deny, self.follow = (
+            patterns_compile(config.get(key), field=f"config.{key}") for key in ("allow", "deny", "follow")
+        )
         self.alternate = bool(config.get("alternate"))
         self.max_urls = int(config.get("max_urls") or MAX_URLS)
         self.discovering = getattr(self, "strategy", "deep") == "discovery"
@@ -101,7 +100,7 @@ class SitemapSpider(TrawlSpider):
         self.crawler.stats.inc_value("sitemap/sitemaps")
         if sitemap.type == "sitemapindex":
             for entry in sitemap:
-                if not self.follow or any(p.search(entry["loc"]) for p in self.follow):
+                if not self.follow or self.follow.search(entry["loc"]):
                     yield scrapy.Request(entry["loc"], callback=self.parse)
             return
         yield from self.entries(sitemap, response.url)
@@ -124,9 +123,9 @@ class SitemapSpider(TrawlSpider):
                 yield self.record(url, entry, sitemap_url)
 
     def wanted(self, url: str) -> bool:
-        if self.allow and not any(p.search(url) for p in self.allow):
+        if self.allow and not self.allow.search(url):
             return False
-        return not any(p.search(url) for p in self.deny)
+        return not self.deny.search(url)
 
     def record(self, url: str, entry: dict[str, Any], sitemap_url: str) -> dict[str, Any]:
         if self.discovering:

@@ -86,15 +86,6 @@ def attacker_site():
         yield site
 
 
-@pytest.fixture
-def submissions_to_attacker(mode_web_settings):
-    """Submitting a job at 127.0.0.2 with the guard on needs TRAWL_PRIVATE_TARGETS_ALLOWED honoured at submission,
-    which is another part of issue 28: until it lands, the web side checks URLs as `make run` does. The workers keep
-    their mode's settings: the patterns run there."""
-    mode_web_settings.TRAWL_BLOCK_PRIVATE_TARGETS = False
-    return mode_web_settings
-
-
 def test_the_inputs_are_catastrophic_for_pythons_re():
     """Each pattern, run by Python's `re` on its text, is still running a second after it started."""
     for pattern, text in CATASTROPHIC:
@@ -136,7 +127,7 @@ def item_urls(api, job_id: str) -> set[str]:
 
 
 def test_catastrophic_regexes_run_in_linear_time_on_the_worker(
-    mode, submissions_to_attacker, mode_worker, builtins, api, attacker_site
+    mode, mode_web_settings, mode_worker, builtins, api, attacker_site
 ):
     site = attacker_site.url
     jobs = {
@@ -205,7 +196,7 @@ def test_a_batch_with_one_such_pattern_creates_nothing(mode_web_settings, builti
 
 
 def test_stored_jobs_with_such_patterns_are_refused_by_the_spider(
-    mode, submissions_to_attacker, mode_worker, builtins, requester, attacker_site
+    mode, mode_web_settings, mode_worker, builtins, requester, attacker_site
 ):
     """Jobs from before the submission check (written straight to the database): the spider refuses at start."""
     cases = {

@@ -113,6 +113,7 @@ def main() -> int:
     VAR.mkdir(exist_ok=True)
     os.environ.setdefault("SECRET_KEY", persistent_secret("secret.key"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    os.environ.setdefault("TRAWL_SPIDER_RELOAD", "1")  # an edited spider module is used by the next job
     bin_dir = str(Path(sys.executable).parent)
     os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 

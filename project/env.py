@@ -87,6 +87,8 @@ PACKAGE_CACHE_DIR = os.environ.get("TRAWL_PACKAGE_CACHE_DIR", str(BASE_DIR / "va
 PACKAGE_FIND_LINKS = _list("TRAWL_PACKAGE_FIND_LINKS", "")
 PACKAGE_NO_INDEX = _bool("TRAWL_PACKAGE_NO_INDEX", False)
 PACKAGE_CHILD_IDLE_SECONDS = _float("TRAWL_PACKAGE_CHILD_IDLE_SECONDS", 120)
+# Development (`make run` sets it): a worker imports an edited spider module again for its next job.
+SPIDER_RELOAD = _bool("TRAWL_SPIDER_RELOAD", False)
 # Operations (docs/operations.md): stalled crawls, retention, alert webhooks.
 STALL_SECONDS = _float("TRAWL_STALL_SECONDS", 600)
 RETENTION_DAYS = _int("TRAWL_RETENTION_DAYS", 30)

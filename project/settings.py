@@ -355,6 +355,8 @@ TRAWL_PACKAGE_BUILD_TIMEOUT = 600  # seconds pip may take to install a package a
 # A packaged crawl runs in a child process of its environment; the child serves the next job of that package in the
 # same worker process too (no second start-up), and exits after this long without one.
 TRAWL_PACKAGE_CHILD_IDLE_SECONDS = env.PACKAGE_CHILD_IDLE_SECONDS
+# Development only: a changed spider module is imported again by the next job (registry/spiders.py).
+TRAWL_SPIDER_RELOAD = env.SPIDER_RELOAD
 TRAWL_PACKAGE_CHILDREN_KEPT = 2  # warm children per worker process (other packages' are stopped, oldest first)
 # --- Operations: job logs, monitors, stalls, retention (see docs/operations.md) ------------------------
 # A crawl with no response and no item for this long is stopped and fails `stalled` (a version may set its own).

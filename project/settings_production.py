@@ -37,3 +37,7 @@ X_FRAME_OPTIONS = "DENY"
 
 # Outgoing requests: no callbacks to, and no non-admin crawls of, internal addresses.
 TRAWL_BLOCK_PRIVATE_TARGETS = env.BLOCK_PRIVATE_TARGETS_PRODUCTION
+
+# Reloading edited spider modules in a running worker is for development: production deploys code and restarts, or
+# ships it as packages.
+TRAWL_SPIDER_RELOAD = False

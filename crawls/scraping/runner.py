@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -19,6 +20,9 @@ from crawls.scraping.enforced import crawler_create
 from crawls.scraping.handoff import item_passed
 from crawls.scraping.runtime import ensure_reactor
 from crawls.scraping.scheduler import store_wanted, wake_engine
+from crawls.scraping.tracebacks import exception_report, failure_report
+
+logger = logging.getLogger("trawl.jobs")
 
 STOP_GRACE_SECONDS = 60
 # Items scraped but not yet upserted. When the database falls behind the reactor waits for room (flat memory)
@@ -61,8 +65,9 @@ class CrawlSession:
 
     def on_spider_error(self, failure: Any, response: Any, spider: Spider) -> None:
         if not self.first_spider_error:
-            url = getattr(response, "url", "?")
-            self.first_spider_error = f"{failure.type.__name__}: {failure.getErrorMessage()} (at {url})"
+            url = getattr(response, "url", None)
+            # No response: the spider's start() raised (Scrapy hands its error to the same signal).
+            self.first_spider_error = failure_report(failure, where=f" (at {url})" if url else " (in start)")
 
     def on_spider_closed(self, spider: Spider, reason: str) -> None:
         self.finish_reason = reason
@@ -189,7 +194,8 @@ def _wait(result: Any, session: CrawlSession, *, timeout: float, on_tick: Callab
         except crochet.TimeoutError:
             pass
         except Exception as exc:  # the crawl's Deferred failed: the spider could not start or crashed
-            return stopped_because, f"{type(exc).__name__}: {exc}"
+            logger.error("the crawl failed: %s", exception_report(exc))
+            return stopped_because, exception_report(exc)
         nudge, session.store_wanted = session.store_wanted, False
         with reactor_held(session):
             reason = on_tick(session)

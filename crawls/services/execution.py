@@ -38,7 +38,7 @@ from ops.logcapture import job_log_capture, job_log_flush, job_log_level
 from ops.monitoring import job_monitors, job_outcome_monitored
 from project.errors import InfrastructureUnavailable, TrawlError
 from registry.services import version_route
-from registry.spiders import spider_load
+from registry.spiders import SpiderImportError, spider_load
 from sources.services.children import source_crawl_extras
 
 logger = logging.getLogger("trawl.jobs")
@@ -218,6 +218,10 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
         version = version_for(job=job, shard=shard)
         # A packaged version's spider is imported inside its own environment, never in this process.
         spider_cls = None if version.package_id else spider_load(version.spider)
+    except SpiderImportError as exc:  # the version's code is broken: its author's error, with its traceback
+        logger.error("job %s: %s\n%s", job.pk, exc.message, exc.detail)
+        message = f"{exc.message}\n\n{exc.detail}".rstrip()
+        return _result(job_end(job=job, error_class=ErrorClass.SPIDER_ERROR, message=message) or job)
     except TrawlError as exc:
         return _result(job_end(job=job, error_class=ErrorClass.ROUTING, message=exc.message) or job)
     if not shard:

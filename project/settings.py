@@ -51,6 +51,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Trawl's Redis away: a 503 with the reason for the admin's views too (DRF's handler covers the API).
+    "project.unavailable.RedisUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"

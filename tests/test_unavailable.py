@@ -1,0 +1,52 @@
+"""Trawl's Redis away: the web keeps answering what needs only the database, and answers 503 with the reason where
+Redis is needed — never a 500 (project/unavailable.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.test_faults import PrivateRedis
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def redis_gone(settings, tmp_path):
+    from project.redis import get_redis
+
+    server = PrivateRedis(tmp_path).start()
+    settings.REDIS_URL = server.url
+    get_redis.cache_clear()
+    try:
+        yield server
+    finally:
+        server.stop()
+        get_redis.cache_clear()
+
+
+def test_while_redis_is_away_database_endpoints_answer_and_the_others_say_503(
+    api, admin_api, builtins, redis_gone, monkeypatch
+):
+    monkeypatch.setattr("crawls.publish.send", lambda *args, **kwargs: None)
+    job_id = api.post("/api/jobs/", {"url": "http://127.0.0.1:9/x"}, format="json").json()["id"]
+    redis_gone.stop()
+
+    for path in (f"/api/jobs/{job_id}/", "/api/jobs/", f"/api/jobs/{job_id}/items/", "/api/items/", "/api/batches/"):
+        assert api.get(path).status_code == 200, path
+    created = api.post("/api/jobs/", {"url": "http://127.0.0.1:9/y"}, format="json")
+    assert created.status_code == 201, created.content  # the database is the truth: the reaper publishes it later
+
+    for client, path in ((api, f"/api/jobs/{job_id}/log/"), (api, "/api/stats/"), (admin_api, "/api/stats/")):
+        response = client.get(path)
+        assert response.status_code == 503, (path, response.status_code, response.content[:300])
+        assert response.json()["unavailable"] == "redis" and "Redis is unavailable" in response.json()["detail"]
+        assert response["Retry-After"] == "5"
+
+
+def test_admin_views_that_need_redis_say_503_too(client, admin_user, redis_gone):
+    client.force_login(admin_user)
+    redis_gone.stop()
+    response = client.get("/admin/ops/dashboard/")  # its live numbers are Redis counters
+    assert response.status_code == 503
+    assert response["Content-Type"].startswith("text/html")
+    assert b"Redis is unavailable" in response.content

@@ -1,16 +1,21 @@
-"""Chaos at speed: Redis killed under a running 2,000-page crawl and started again empty three seconds later.
+"""Chaos at speed: Redis stopped under a running 2,000-page crawl and started again three seconds later — empty
+(no persistence, like a crashed cache) or from its append-only file (as `make run` and docker-compose run it).
 
 The crawl worker's main process must survive the reconnection (kombu's Redis transport has crashed it with
 `AttributeError: 'NoneType' object has no attribute 'hostname'`), and the job must end having fetched every page of
-the site — or fail — never `succeeded` with part of it.
+the site — or fail — never `succeeded` with part of it. With the append-only file nothing is lost: the crawl goes on
+from its frontier, and no page is fetched twice beyond the requests that were in flight.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 
+from project.redis_server import redis_start_if_absent
 from tests.callbacks.harness import Beat
 from tests.e2e.test_faults import Cluster, PrivateRedis, PrivateWorker, reaper_every
 from tests.sites import LocalSite
@@ -44,13 +49,23 @@ def site_pages(site: LocalSite) -> set[str]:
     return {f"/{path.name}" for path in site.root.glob("*.html")}
 
 
-def test_redis_restarted_empty_under_a_fast_crawl_leaves_every_process_up_and_loses_no_page(
-    builtins, requester, big_site, tmp_path, monkeypatch
+class AppendOnlyRedis(PrivateRedis):
+    """The same private server, keeping its data in an append-only file as `make run`'s Redis does."""
+
+    def start(self) -> AppendOnlyRedis:
+        self.process = redis_start_if_absent(self.url, log_path=self.log, data_dir=str(Path(self.log).parent / "aof"))
+        assert self.process is not None, f"something already answers on port {self.port}"
+        return self
+
+
+@pytest.mark.parametrize("persistence", ["empty", "aof"])
+def test_redis_restarted_under_a_fast_crawl_leaves_every_process_up_and_loses_no_page(
+    persistence, builtins, requester, big_site, tmp_path, monkeypatch
 ):
     from crawls.services.jobs import job_create
     from project.celery import app
 
-    redis = PrivateRedis(tmp_path).start()
+    redis = (PrivateRedis if persistence == "empty" else AppendOnlyRedis)(tmp_path).start()
 
     def publish_to_private_redis(work, **options):
         with app.connection_for_write(redis.url) as connection:
@@ -95,7 +110,7 @@ def test_redis_restarted_empty_under_a_fast_crawl_leaves_every_process_up_and_lo
     fetched = {path for path in big_site.hits if path in pages}
     twice = sum(count - 1 for path, count in big_site.hits.items() if path in pages and count > 1)
     print(
-        f"\nredis blink: {len(pages)} pages, killed at {at_kill} requests,"
+        f"\nredis blink ({persistence}): {len(pages)} pages, killed at {at_kill} requests,"
         f" first page {recovered_after or -1:.1f}s after Redis was back, job {job.status} at attempt {job.attempt},"
         f" {len(fetched)} pages fetched, {twice} twice"
     )
@@ -104,3 +119,7 @@ def test_redis_restarted_empty_under_a_fast_crawl_leaves_every_process_up_and_lo
     assert job.status in ("succeeded", "failed"), (job.status, job.error_class, job.error_message)
     if job.status == "succeeded":
         assert fetched == pages, f"succeeded with {len(fetched)} of {len(pages)} pages"
+    if persistence == "aof":
+        assert job.status == "succeeded", (job.error_class, job.error_message)
+        in_flight = settings.TRAWL_SCRAPY_SETTINGS["CONCURRENT_REQUESTS"]
+        assert twice <= in_flight, f"{twice} pages fetched twice: the crawl did not go on from its frontier"

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from crawls.scraping.child_db import CallScope, db_call_answer
 from crawls.scraping.children import Child, child_discard, child_for
 from crawls.scraping.runner import STOP_GRACE_SECONDS, CrawlResult, CrawlSession
 from registry.models import Package, ScraperVersion
@@ -36,12 +37,13 @@ def run_packaged(
     """run_spider for a packaged version. Raises PackageUnavailable before the crawl if the package cannot run."""
     child = child_for(package)
     session, crawl_id = CrawlSession(), uuid.uuid4().hex
+    scope = CallScope.of_crawl(settings=settings, spider_kwargs=spider_kwargs)
     child.send(cmd="crawl", job=crawl_id, spider=spider, settings=settings, kwargs=spider_kwargs)
     deadline = time.monotonic() + timeout
     stopped_because, stop_deadline, end = "", None, None
     try:
         while end is None:
-            end = _pump(child, session, crawl_id, wait=tick_seconds)
+            end = _pump(child, session, crawl_id, scope, wait=tick_seconds)
             if end is not None:
                 break
             wake, session.store_wanted = session.store_wanted, False
@@ -72,7 +74,9 @@ def run_packaged(
     return result, session
 
 
-def _pump(child: Child, session: CrawlSession, crawl_id: str, *, wait: float) -> dict[str, Any] | None:
+def _pump(
+    child: Child, session: CrawlSession, crawl_id: str, scope: CallScope, *, wait: float
+) -> dict[str, Any] | None:
     """Move the child's messages into the session for up to `wait` seconds; the `end` message if it came."""
     until = time.monotonic() + wait
     while (left := until - time.monotonic()) > 0:
@@ -92,6 +96,8 @@ def _pump(child: Child, session: CrawlSession, crawl_id: str, *, wait: float) ->
             session.first_spider_error = message["d"]
         elif kind == "log":
             _relog(message["d"])
+        elif kind == "call":
+            child.send(**db_call_answer(message, scope))  # what its components ask the database (child_db)
         elif kind == "store_wanted":
             session.store_wanted = True
             return None  # tick now: the crawl waits for its items to be stored

@@ -1,0 +1,127 @@
+"""A Redis user of its own for each packaged crawl child: Trawl's keys only, never the broker's.
+
+The child's Trawl components (throttle buckets, frontier, incremental cache) work on this installation's Redis
+keys, `trawl:<installation>:*`. Redis is also Celery's broker by default: with the worker's REDIS_URL a hostile
+spider could push a task message into a queue (a crawl as anyone, an ops command) or read other messages. So the
+worker creates an ACL user per child (ACL SETUSER), limited to this installation's keys, no pub/sub channels, and
+the data commands those components send (reads, writes, MULTI, scripts — Redis checks a script's keys against the
+user too), without admin or dangerous commands and without SCAN; it is deleted when the child ends. A worker killed
+before deleting its children's users leaves them behind: the next child started on that machine deletes those of
+worker processes that no longer run.
+
+TRAWL_PACKAGE_CHILD_REDIS_ACL = False (a Redis without ACL, or whose user Trawl may not administer) gives children
+REDIS_URL itself; so does a Redis Cluster URL (whose broker is apart, see docs/packages.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import redis
+from django.conf import settings
+
+from project.installation import installation_id
+from project.redis import get_redis
+
+logger = logging.getLogger("trawl.packages")
+# Applied in order after `reset` (which denies everything): the child's data commands, then the exceptions.
+CHILD_COMMANDS = (
+    "+@read",
+    "+@write",
+    "+@transaction",
+    "+eval",
+    "+evalsha",
+    "+script|load",
+    "+script|exists",
+    "+time",
+    "+ping",
+    "+echo",
+    "+select",
+    "+hello",
+    "+client|setname",
+    "+client|getname",
+    "+client|id",
+    "-@admin",
+    "-@dangerous",
+    "-@pubsub",
+    "-scan",
+    "-randomkey",
+    "-migrate",
+    "-move",
+    "-copy",
+)
+
+
+class ChildRedisError(Exception):
+    """The child's Redis user could not be created."""
+
+
+@dataclass(frozen=True)
+class ChildRedis:
+    url: str
+    user: str = ""  # "" when the child got REDIS_URL itself (no user to delete)
+
+
+def child_redis_grant() -> ChildRedis:
+    """A Redis URL for a new child: a user of its own when TRAWL_PACKAGE_CHILD_REDIS_ACL is on."""
+    url = settings.REDIS_URL
+    if not settings.TRAWL_PACKAGE_CHILD_REDIS_ACL or "cluster" in urlsplit(url).scheme:
+        return ChildRedis(url=url)
+    prefix = _user_prefix()
+    _sweep(prefix)
+    user, password = f"{prefix}{os.getpid()}-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
+    rules = ["reset", "on", f">{password}", f"~trawl:{installation_id()}:*", "resetchannels", *CHILD_COMMANDS]
+    try:
+        get_redis().execute_command("ACL", "SETUSER", user, *rules)
+    except redis.RedisError as exc:
+        raise ChildRedisError(
+            f"cannot create the child's Redis user (ACL SETUSER: {exc}); TRAWL_PACKAGE_CHILD_REDIS_ACL=0 gives "
+            "packaged crawls REDIS_URL itself"
+        ) from None
+    return ChildRedis(url=_with_user(url, user=user, password=password), user=user)
+
+
+def child_redis_revoke(grant: ChildRedis) -> None:
+    """Delete the child's user (Redis also closes its connections). Best effort: a leftover is swept later."""
+    if grant.user:
+        with contextlib.suppress(redis.RedisError):
+            get_redis().execute_command("ACL", "DELUSER", grant.user)
+
+
+def _user_prefix() -> str:
+    host = "".join(c if c.isalnum() or c in "-." else "-" for c in socket.gethostname())
+    return f"trawl-child-{installation_id()}-{host}-"
+
+
+def _sweep(prefix: str) -> None:
+    """Delete the users of this machine's worker processes that are gone (killed before they could)."""
+    try:
+        users = [u.decode() if isinstance(u, bytes) else u for u in get_redis().execute_command("ACL", "USERS")]
+    except redis.RedisError:
+        return
+    for user in users:
+        pid = user[len(prefix) :].split("-", 1)[0] if user.startswith(prefix) else ""
+        if pid.isdigit() and not _alive(int(pid)):
+            child_redis_revoke(ChildRedis(url="", user=user))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _with_user(url: str, *, user: str, password: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"))

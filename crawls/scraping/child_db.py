@@ -109,7 +109,6 @@ def db_call_answer(message: dict[str, Any], scope: CallScope) -> dict[str, Any]:
 
 
 def _answer(what: Any, args: dict[str, Any], scope: CallScope) -> Any:
-    from throttling.proxies import proxies_load
     from throttling.services import proxy_cool_down, throttle_rules_load
 
     if what == "throttle_rules":
@@ -120,9 +119,9 @@ def _answer(what: Any, args: dict[str, Any], scope: CallScope) -> Any:
     if what == "proxies":
         if args.get("group") not in scope.groups:
             raise ParentCallError(f"proxy group {args.get('group')!r} is not this crawl's")
-        entries = proxies_load(group=args["group"])
-        scope.proxies.update(entry.url for entry in entries)
-        return [[entry.url, entry.label, entry.cooling_until] for entry in entries]
+        entries = _proxies(group=args["group"])
+        scope.proxies.update(entry[0] for entry in entries)
+        return entries
     if what == "proxy_cool_down":
         if args.get("url") not in scope.proxies:
             raise ParentCallError("not a proxy of this crawl")
@@ -130,3 +129,15 @@ def _answer(what: Any, args: dict[str, Any], scope: CallScope) -> Any:
         proxy_cool_down(url=args["url"], seconds=max(seconds, 0.0))
         return None
     raise ParentCallError(f"unknown call {what!r}")
+
+
+def _proxies(*, group: str) -> list[list]:
+    """throttling.proxies.proxies_load's rows, without its closing of the thread's connections: this is the task
+    thread, whose connection the job's own writes use."""
+    from throttling.models import Proxy
+
+    rows = Proxy.objects.filter(enabled=True, group=group).order_by("egress_label", "url")
+    return [
+        [row.url, row.egress_label, row.cooling_down_until.timestamp() if row.cooling_down_until else 0.0]
+        for row in rows
+    ]

@@ -11,6 +11,7 @@ crawl components read (CHILD_SETTINGS), sent as JSON in TRAWL_CHILD_SETTINGS. Th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -69,6 +70,7 @@ CHILD_SETTINGS = (
     "TRAWL_USER_AGENTS",
     "TRAWL_ITEM_CHUNK",
 )
+PR_SET_DUMPABLE = 4  # prctl(2)
 
 
 def child_environment(*, channel_fd: int, redis_url: str) -> dict[str, str]:
@@ -93,3 +95,13 @@ def child_settings(*, redis_url: str) -> dict[str, Any]:
     values["INSTALLED_APPS"] = [app for app in settings.INSTALLED_APPS if app != "django.contrib.admin"]
     # The child has no database to derive the installation's id (its Redis namespace) from: its parent's.
     return {**values, "TRAWL_INSTALLATION_ID": installation_id(), "REDIS_URL": redis_url}
+
+
+def undumpable() -> None:
+    """Make this process non-dumpable: a process of another user, or of the same user but without CAP_SYS_PTRACE (a
+    packaged crawl's child in a worker not run as root), can then no longer read its /proc/<pid>/environ or memory,
+    which hold the worker's secrets. Inherited by processes it forks, reset by exec. Linux only; elsewhere a no-op."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from crawls.scraping.child_env import child_environment
+from crawls.scraping.child_env import child_environment, undumpable
 from crawls.scraping.child_redis import ChildRedis, ChildRedisError, child_redis_grant, child_redis_revoke
 from registry.models import Package
 from registry.packages.envs import EnvBuildError, PackageEnv, env_lease
@@ -29,7 +29,6 @@ from registry.packages.envs import EnvBuildError, PackageEnv, env_lease
 logger = logging.getLogger("trawl.packages")
 START_SECONDS = 120  # a child that has not said `ready` by then is broken
 REUSE_MARGIN = 10  # never hand a job to a child this close to exiting for idleness
-PR_SET_DUMPABLE = 4  # prctl(2)
 
 
 class PackageUnavailable(Exception):
@@ -160,15 +159,6 @@ def _after_exit(child: Child) -> None:
         logger.exception("package environment prune failed")
     finally:
         connections.close_all()  # this thread's own connections: it ends now
-
-
-def undumpable() -> None:
-    """Make this process non-dumpable: a process of the same user (a packaged crawl's child) can then no longer
-    read its /proc/<pid>/environ or memory, which hold the worker's secrets. Linux only; a no-op elsewhere."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def child_discard(child: Child) -> None:

@@ -21,13 +21,14 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 from django.conf import settings
 
 from project.installation import installation_id
-from project.redis import get_redis
+from project.redis import get_redis, redis_key
 
 logger = logging.getLogger("trawl.packages")
 # Applied in order after `reset` (which denies everything): the child's data commands, then the exceptions.
@@ -76,7 +77,8 @@ def child_redis_grant() -> ChildRedis:
     prefix = _user_prefix()
     _sweep(prefix)
     user, password = f"{prefix}{os.getpid()}-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
-    rules = ["reset", "on", f">{password}", f"~trawl:{installation_id()}:*", "resetchannels", *CHILD_COMMANDS]
+    keys = [f"~{pattern}" for pattern in child_key_patterns({})]
+    rules = ["reset", "on", f">{password}", *keys, "resetchannels", *CHILD_COMMANDS]
     try:
         get_redis().execute_command("ACL", "SETUSER", user, *rules)
     except redis.RedisError as exc:
@@ -85,6 +87,26 @@ def child_redis_grant() -> ChildRedis:
             "packaged crawls REDIS_URL itself"
         ) from None
     return ChildRedis(url=_with_user(url, user=user, password=password), user=user)
+
+
+def child_redis_keys(grant: ChildRedis, *, crawl: dict[str, Any] | None = None) -> None:
+    """Let the child's user reach the keys of the crawl it is about to run besides the throttle's (None: between
+    crawls, the throttle's only). Takes effect at once, on connections already open too."""
+    if grant.user:
+        keys = [f"~{pattern}" for pattern in child_key_patterns(crawl or {})]
+        get_redis().execute_command("ACL", "SETUSER", grant.user, "resetkeys", *keys)
+
+
+def child_key_patterns(crawl: dict[str, Any]) -> list[str]:
+    """The keys a crawl's components use: the throttle's (buckets, rule mirror, adaptive controller: shared by every
+    crawl), its own job's frontier, its own source's incremental cache. Never another job's frontier: its queue holds
+    pickled requests, which the shards of that job (perhaps in-process, with the worker's secrets) unpickle."""
+    patterns = [redis_key("throttle", "*")]
+    if job := (crawl.get("TRAWL_FRONTIER") or {}).get("job"):
+        patterns.append(redis_key("frontier", job, "*"))
+    if scope := crawl.get("TRAWL_INCREMENTAL_SCOPE"):
+        patterns.append(f"{scope}:*")
+    return patterns
 
 
 def child_redis_revoke(grant: ChildRedis) -> None:

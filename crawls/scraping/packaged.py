@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from crawls.scraping.child_db import CallScope, db_call_answer
+from crawls.scraping.child_redis import child_redis_keys
 from crawls.scraping.children import Child, child_discard, child_for
 from crawls.scraping.runner import STOP_GRACE_SECONDS, CrawlResult, CrawlSession
 from registry.models import Package, ScraperVersion
@@ -38,6 +39,7 @@ def run_packaged(
     child = child_for(package)
     session, crawl_id = CrawlSession(), uuid.uuid4().hex
     scope = CallScope.of_crawl(settings=settings, spider_kwargs=spider_kwargs)
+    child_redis_keys(child.redis, crawl=settings)  # this crawl's frontier and incremental cache, no other's
     child.send(cmd="crawl", job=crawl_id, spider=spider, settings=settings, kwargs=spider_kwargs)
     deadline = time.monotonic() + timeout
     stopped_because, stop_deadline, end = "", None, None
@@ -61,6 +63,8 @@ def run_packaged(
         if end is None or end.get("t") != "end":
             # Killed, crashed, or this thread was interrupted (soft time limit): that child is in no state to reuse.
             child_discard(child)
+    if end.get("t") == "end":
+        child_redis_keys(child.redis)  # between crawls: the throttle's keys only
     child.last_used = time.monotonic()
     stats = end.get("stats") if end.get("stats") is not None else dict(session.reported_stats)
     session.final_stats, session.finish_reason = stats, end.get("reason", "")

@@ -74,6 +74,8 @@ def test_the_child_gets_its_proxies_through_its_parent(tmp_path, site, redis_ser
 
     assert crawl.finish_reason == "finished", crawl
     assert crawl.stats.get("proxy/requests") == 1, crawl.stats
+    # Its Redis user reaches the throttle's keys: buckets taken, no Redis error.
+    assert crawl.stats.get("throttle/requests") == 1 and "throttle/redis_errors" not in crawl.stats, crawl.stats
     assert site.hits[f"{site.url}/product-1.html"] == 1, "the request went through the proxy the parent read"
 
 

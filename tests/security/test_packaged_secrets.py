@@ -74,12 +74,18 @@ def query():
         return pool.submit(select).result()
 
 
-def redis_probe(action):
+def redis_probe(action, key={BROKER_QUEUE!r}):
     import redis
     from django.conf import settings
 
     client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
-    return getattr(client, action)({BROKER_QUEUE!r}, *(["stolen"] if action == "lpush" else []))
+    return getattr(client, action)(key, *(["stolen"] if action in ("lpush", "set") else []))
+
+
+def trawl_key(*parts):
+    from django.conf import settings
+
+    return ":".join(["trawl", settings.TRAWL_INSTALLATION_ID, *parts])
 
 
 class DumpSpider(scrapy.Spider):
@@ -103,6 +109,9 @@ class DumpSpider(scrapy.Spider):
             "query": attempt(query),
             "broker_push": attempt(lambda: redis_probe("lpush")),
             "broker_read": attempt(lambda: redis_probe("llen")),
+            "other_frontier": attempt(lambda: redis_probe("set", trawl_key("frontier", "424242", "queue"))),
+            "cancel_flags": attempt(lambda: redis_probe("set", trawl_key("cancel", "job", "424242"))),
+            "throttle": attempt(lambda: redis_probe("exists", trawl_key("throttle", "probe"))),
         }}
         self.logger.warning("dump %s", json.dumps(found))
         yield found
@@ -221,6 +230,9 @@ def test_a_packaged_spider_reads_none_of_the_worker_secrets(packaged_worker, pac
     # Its Redis user reaches Trawl's keys only: not the broker's queues.
     assert "NoPermissionError" in item["broker_push"] and "NoPermissionError" in item["broker_read"]
     assert get_redis().llen(BROKER_QUEUE) == 0
+    # ...and of those, its crawl's only: not another job's frontier (pickled requests), not cancel flags.
+    assert "NoPermissionError" in item["other_frontier"] and "NoPermissionError" in item["cancel_flags"]
+    assert item["throttle"] == "0", "the throttle's keys are its to use"
     users = [user for user in get_redis().execute_command("ACL", "USERS") if user.startswith("trawl-child-")]
     assert users, "the warm child keeps its Redis user while it lives"
 

@@ -20,7 +20,7 @@ import logging
 import os
 import secrets
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -67,6 +67,7 @@ class ChildRedisError(Exception):
 class ChildRedis:
     url: str
     user: str = ""  # "" when the child got REDIS_URL itself (no user to delete)
+    password: str = field(default="", repr=False)
 
 
 def child_redis_grant() -> ChildRedis:
@@ -77,24 +78,25 @@ def child_redis_grant() -> ChildRedis:
     prefix = _user_prefix()
     _sweep(prefix)
     user, password = f"{prefix}{os.getpid()}-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
-    keys = [f"~{pattern}" for pattern in child_key_patterns({})]
-    rules = ["reset", "on", f">{password}", *keys, "resetchannels", *CHILD_COMMANDS]
+    grant = ChildRedis(url=_with_user(url, user=user, password=password), user=user, password=password)
     try:
-        get_redis().execute_command("ACL", "SETUSER", user, *rules)
+        child_redis_keys(grant)
     except redis.RedisError as exc:
         raise ChildRedisError(
             f"cannot create the child's Redis user (ACL SETUSER: {exc}); TRAWL_PACKAGE_CHILD_REDIS_ACL=0 gives "
             "packaged crawls REDIS_URL itself"
         ) from None
-    return ChildRedis(url=_with_user(url, user=user, password=password), user=user)
+    return grant
 
 
 def child_redis_keys(grant: ChildRedis, *, crawl: dict[str, Any] | None = None) -> None:
-    """Let the child's user reach the keys of the crawl it is about to run besides the throttle's (None: between
-    crawls, the throttle's only). Takes effect at once, on connections already open too."""
+    """(Re)define the child's user: the keys of the crawl it is about to run besides the throttle's (None: between
+    crawls, the throttle's only). Takes effect at once, on connections already open too; the whole definition each
+    time, so a Redis that restarted (and forgot its users) knows the child again at its next crawl."""
     if grant.user:
         keys = [f"~{pattern}" for pattern in child_key_patterns(crawl or {})]
-        get_redis().execute_command("ACL", "SETUSER", grant.user, "resetkeys", *keys)
+        rules = ["reset", "on", f">{grant.password}", *keys, "resetchannels", *CHILD_COMMANDS]
+        get_redis().execute_command("ACL", "SETUSER", grant.user, *rules)
 
 
 def child_key_patterns(crawl: dict[str, Any]) -> list[str]:

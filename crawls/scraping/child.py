@@ -8,12 +8,17 @@ without one, or when its parent goes away (stdin closes). It ignores SIGTERM and
 process group is the worker's to handle (a warm shutdown hands the crawl back through the job's frontier, which the
 child's scheduler shares), and the parent stops or kills the child itself.
 
+It runs uploaded code and is given nothing secret: its environment is an allow-list and its Django settings are
+project.settings_child (no database, its own SECRET_KEY, a Redis user of its own), never the project's, whatever
+DJANGO_SETTINGS_MODULE says (crawls.scraping.child_env, docs/packages.md).
+
 Commands arrive on stdin, one JSON object per line: `crawl {job, spider, settings, kwargs}`, `stop {job}`,
-`wake {job}` (its items are stored), `check {spider}`, `exit`. Everything it reports goes to the file descriptor in
-TRAWL_CHILD_FD, one JSON object per line: `item`, `stats` (every second), `error` (the first spider exception), `log`
-(a log record of the crawl, at the crawl's LOG_LEVEL, for the job's log), `store_wanted` (the idle crawl waits for its
-items to be stored), `end` (final stats, finish reason or crawl error), `checked`. The spider's own
-prints go to stderr, never into that channel.
+`wake {job}` (its items are stored), `check {spider}`, `answer {id, value | error}` (to a `call`), `exit`.
+Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per line: `item`, `stats`
+(every second), `error` (the first spider exception), `log` (a log record of the crawl, at the crawl's LOG_LEVEL, for
+the job's log), `store_wanted` (the idle crawl waits for its items to be stored), `end` (final stats, finish reason
+or crawl error), `checked`, `call {id, what, args}` (what Trawl's components would ask the database,
+crawls.scraping.child_db). The spider's own prints go to stderr, never into that channel.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any
 
 logger = logging.getLogger("trawl.packages")
 CALL_SECONDS = 60  # an answer the parent has not given by then will not come (it answers between its ticks)
-RULES_EVERY = 1.0  # the throttle rules are reloaded at most this often for one crawl, however often it asks
+RULES_EVERY = 1.0  # rules and proxies are read at most this often for one crawl, however often it asks
 
 
 class ParentCallError(Exception):
@@ -85,6 +85,7 @@ class CallScope:
     cooldown: float
     proxies: set[str] = field(default_factory=set)  # handed to this crawl: the only ones it may rest
     rules_at: float = float("-inf")
+    proxies_read: dict[str, tuple[float, list]] = field(default_factory=dict)  # by group: when, what
 
     @classmethod
     def of_crawl(cls, *, settings: dict[str, Any], spider_kwargs: dict[str, Any]) -> CallScope:
@@ -119,8 +120,12 @@ def _answer(what: Any, args: dict[str, Any], scope: CallScope) -> Any:
     if what == "proxies":
         if args.get("group") not in scope.groups:
             raise ParentCallError(f"proxy group {args.get('group')!r} is not this crawl's")
-        entries = _proxies(group=args["group"])
-        scope.proxies.update(entry[0] for entry in entries)
+        group = args["group"]
+        read_at, entries = scope.proxies_read.get(group, (float("-inf"), []))
+        if time.monotonic() - read_at >= RULES_EVERY:  # a child asking in a loop does not hammer the database
+            entries = _proxies(group=group)
+            scope.proxies_read[group] = (time.monotonic(), entries)
+            scope.proxies.update(entry[0] for entry in entries)
         return entries
     if what == "proxy_cool_down":
         if args.get("url") not in scope.proxies:

@@ -111,6 +111,21 @@ def _pump(
 
 
 def _relog(fields: dict[str, Any]) -> None:
-    """A child's log record, handled here as if logged here: this process's job log capture stores it."""
-    record = logging.makeLogRecord({**fields, "args": None, "exc_text": fields.get("exc_text") or None})
+    """A child's log record, handled here as if logged here: this process's job log capture stores it. Only the
+    fields a record of the child's LogForwarder has, as the types it sends: the child is not trusted to build this
+    process's log records (an `exc_info`, `args` or `stack_info` of its making)."""
+    level = fields.get("levelno")
+    level = level if type(level) is int else logging.INFO
+    created = fields.get("created")
+    record = logging.makeLogRecord(
+        {
+            "name": str(fields.get("name") or "package"),
+            "levelno": level,
+            "levelname": logging.getLevelName(level),
+            "msg": str(fields.get("msg", "")),
+            "args": None,
+            "created": created if type(created) in (int, float) else time.time(),
+            "exc_text": str(fields.get("exc_text") or "") or None,
+        }
+    )
     logging.getLogger(record.name).handle(record)

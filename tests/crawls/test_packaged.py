@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from crawls.frontier import Frontier
 from crawls.scraping.child_db import CallScope, db_call_answer
 from crawls.scraping.child_env import child_environment
 from crawls.scraping.children import child_discard, child_for
-from crawls.scraping.packaged import run_packaged
+from crawls.scraping.packaged import _relog, run_packaged
 from crawls.scraping.settings import with_trawl_components
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
@@ -79,7 +80,7 @@ def test_the_child_gets_its_proxies_through_its_parent(tmp_path, site, redis_ser
     assert site.hits[f"{site.url}/product-1.html"] == 1, "the request went through the proxy the parent read"
 
 
-def test_a_child_is_answered_only_about_its_own_crawl(db):
+def test_a_child_is_answered_only_about_its_own_crawl(db, django_assert_num_queries):
     """The child is hostile: another group's proxies (and their credentials), resting a proxy it was not given,
     anything else — refused."""
     Proxy.objects.create(url="http://user:secret@10.0.0.5:3128", egress_label="a", group="other")
@@ -90,6 +91,8 @@ def test_a_child_is_answered_only_about_its_own_crawl(db):
         return db_call_answer({"t": "call", "id": 7, "what": what, "args": args}, scope)
 
     assert ask("proxies", group="") == {"cmd": "answer", "id": 7, "value": [["http://10.0.0.6:3128", "b", 0.0]]}
+    with django_assert_num_queries(0):  # asked again at once: the same answer, not another query
+        assert ask("proxies", group="")["value"] == [["http://10.0.0.6:3128", "b", 0.0]]
     assert "not this crawl's" in ask("proxies", group="other")["error"]
     assert "not a proxy of this crawl" in ask("proxy_cool_down", url="http://user:secret@10.0.0.5:3128")["error"]
     rest = ask("proxy_cool_down", url="http://10.0.0.6:3128", seconds=10**9)
@@ -123,3 +126,18 @@ def test_a_worker_process_becomes_undumpable():
     done = subprocess.run([sys.executable, "-c", code], cwd=settings.BASE_DIR, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
+
+
+def test_a_child_log_record_is_rebuilt_from_plain_fields(caplog):
+    """The child is not trusted to build the worker's log records: no exc_info, args or stack of its making."""
+    hostile = {"name": "dumpspider", "levelno": 30, "msg": "hello %s", "args": ["x"], "exc_info": [1, 2, 3]}
+    with caplog.at_level(logging.INFO, logger="dumpspider"):
+        _relog({**hostile, "stack_info": "forged", "created": "soon", "levelname": "CRITICAL"})
+
+    record = caplog.records[-1]
+    assert (record.getMessage(), record.levelname, record.exc_info, record.stack_info) == (
+        "hello %s",
+        "WARNING",
+        None,
+        None,
+    )

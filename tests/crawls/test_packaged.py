@@ -10,15 +10,24 @@ import time
 import uuid
 
 import pytest
+import redis
 from django.conf import settings
 from django.utils import timezone
 
 from crawls.frontier import Frontier
 from crawls.scraping.child_db import CallScope, db_call_answer
 from crawls.scraping.child_env import child_environment
+from crawls.scraping.child_redis import (
+    ChildRedis,
+    _user_prefix,
+    child_redis_grant,
+    child_redis_keys,
+    child_redis_revoke,
+)
 from crawls.scraping.children import child_discard, child_for
 from crawls.scraping.packaged import _relog, run_packaged
 from crawls.scraping.settings import with_trawl_components
+from project.redis import get_redis
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
 from throttling.models import Proxy
@@ -141,3 +150,29 @@ def test_a_child_log_record_is_rebuilt_from_plain_fields(caplog):
         None,
         None,
     )
+
+
+def test_a_child_redis_user_is_its_own_and_leftovers_of_dead_workers_are_swept(db, redis_server, settings):
+    settings.TRAWL_INSTALLATION_ID = "feedc0de"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = f"{_user_prefix()}{dead.stdout.strip()}-0000"
+    get_redis().execute_command("ACL", "SETUSER", leftover, "on", ">x")
+
+    grant = child_redis_grant()
+    try:
+        users = get_redis().execute_command("ACL", "USERS")
+        child = redis.Redis.from_url(grant.url, decode_responses=True)
+        assert grant.user in users and leftover not in users, "a killed worker's child user is deleted"
+        assert child.set("trawl:feedc0de:throttle:probe", "1") and child.delete("trawl:feedc0de:throttle:probe")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            child.set("trawl:feedc0de:frontier:1:queue", "forged")
+        child_redis_keys(grant, crawl={"TRAWL_FRONTIER": {"job": "1"}})
+        assert child.set("trawl:feedc0de:frontier:1:queue", "mine") and child.delete("trawl:feedc0de:frontier:1:queue")
+    finally:
+        child_redis_revoke(grant)
+    assert grant.user not in get_redis().execute_command("ACL", "USERS")
+
+
+def test_without_acl_the_child_gets_the_redis_url(settings):
+    settings.TRAWL_PACKAGE_CHILD_REDIS_ACL = False
+    assert child_redis_grant() == ChildRedis(url=settings.REDIS_URL)

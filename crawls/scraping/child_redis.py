@@ -59,6 +59,9 @@ CHILD_COMMANDS = (
 )
 
 
+USER_PREFIX = "trawl-child-"
+
+
 class ChildRedisError(Exception):
     """The child's Redis user could not be created."""
 
@@ -75,9 +78,8 @@ def child_redis_grant() -> ChildRedis:
     url = settings.REDIS_URL
     if not settings.TRAWL_PACKAGE_CHILD_REDIS_ACL or "cluster" in urlsplit(url).scheme:
         return ChildRedis(url=url)
-    prefix = _user_prefix()
-    _sweep(prefix)
-    user, password = f"{prefix}{os.getpid()}-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
+    child_redis_sweep()
+    user, password = f"{_user_prefix()}{os.getpid()}-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
     grant = ChildRedis(url=_with_user(url, user=user, password=password), user=user, password=password)
     try:
         child_redis_keys(grant)
@@ -119,20 +121,28 @@ def child_redis_revoke(grant: ChildRedis) -> None:
 
 
 def _user_prefix() -> str:
-    host = "".join(c if c.isalnum() or c in "-." else "-" for c in socket.gethostname())
-    return f"trawl-child-{installation_id()}-{host}-"
+    return f"{USER_PREFIX}{installation_id()}-{_host()}-"
 
 
-def _sweep(prefix: str) -> None:
-    """Delete the users of this machine's worker processes that are gone (killed before they could)."""
+def _host() -> str:
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in socket.gethostname())
+
+
+def child_redis_sweep() -> list[str]:
+    """Delete the users of this machine's worker processes that are gone (killed before they could), whatever
+    installation they served; the users deleted."""
     try:
         users = [u.decode() if isinstance(u, bytes) else u for u in get_redis().execute_command("ACL", "USERS")]
     except redis.RedisError:
-        return
+        return []
+    gone = []
     for user in users:
-        pid = user[len(prefix) :].split("-", 1)[0] if user.startswith(prefix) else ""
-        if pid.isdigit() and not _alive(int(pid)):
+        # <prefix><installation>-<host>-<pid>-<random>
+        head, _, pid = user.rpartition("-")[0].rpartition("-")
+        if user.startswith(USER_PREFIX) and head.endswith(f"-{_host()}") and pid.isdigit() and not _alive(int(pid)):
             child_redis_revoke(ChildRedis(url="", user=user))
+            gone.append(user)
+    return gone
 
 
 def _alive(pid: int) -> bool:

@@ -23,6 +23,7 @@ from crawls.scraping.child_redis import (
     child_redis_grant,
     child_redis_keys,
     child_redis_revoke,
+    child_redis_sweep,
 )
 from crawls.scraping.children import child_discard, child_for
 from crawls.scraping.packaged import _relog, run_packaged
@@ -161,6 +162,7 @@ def test_a_child_redis_user_is_its_own_and_leftovers_of_dead_workers_are_swept(d
     grant = child_redis_grant()
     try:
         users = get_redis().execute_command("ACL", "USERS")
+        assert child_redis_sweep() == [], "a live worker's user stays"
         child = redis.Redis.from_url(grant.url, decode_responses=True)
         assert grant.user in users and leftover not in users, "a killed worker's child user is deleted"
         assert child.set("trawl:feedc0de:throttle:probe", "1") and child.delete("trawl:feedc0de:throttle:probe")

@@ -27,6 +27,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from crawls.models import CrawlJob
+from crawls.scraping.child_redis import child_redis_sweep
 from items.models import Item
 from project.redis import get_redis
 from tests.clients import client_for
@@ -146,7 +147,14 @@ def package_dirs(settings, tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def packaged_worker(worker_secrets, package_dirs, mode_worker, settings):
+def child_users_swept():
+    """Stopping a worker kills its pool processes before they delete their children's Redis users: sweep them."""
+    yield
+    child_redis_sweep()
+
+
+@pytest.fixture
+def packaged_worker(child_users_swept, worker_secrets, package_dirs, mode_worker, settings):
     # The submission check does not honour TRAWL_PRIVATE_TARGETS_ALLOWED yet (another part of this issue): the web
     # side lets the job in, the production worker's fetch-time guard (which allows the attacker's address) still runs.
     settings.TRAWL_BLOCK_PRIVATE_TARGETS = False

@@ -83,6 +83,9 @@ CSRF_TRUSTED_ORIGINS = _list("CSRF_TRUSTED_ORIGINS", "")
 # Packaged scraper versions (docs/packages.md): where uploaded wheels are stored (every worker must reach it), where
 # each machine builds their environments, and where pip finds their dependencies.
 PACKAGE_DIR = os.environ.get("TRAWL_PACKAGE_DIR", str(BASE_DIR / "var" / "packages"))
+PACKAGE_MAX_BYTES = _int("TRAWL_PACKAGE_MAX_BYTES", 20 * 1024 * 1024)
+# A packaged crawl's child gets a Redis user of its own (crawls.scraping.child_redis); 0: REDIS_URL itself.
+PACKAGE_CHILD_REDIS_ACL = _bool("TRAWL_PACKAGE_CHILD_REDIS_ACL", True)
 PACKAGE_CACHE_DIR = os.environ.get("TRAWL_PACKAGE_CACHE_DIR", str(BASE_DIR / "var" / "package-envs"))
 PACKAGE_FIND_LINKS = _list("TRAWL_PACKAGE_FIND_LINKS", "")
 PACKAGE_NO_INDEX = _bool("TRAWL_PACKAGE_NO_INDEX", False)

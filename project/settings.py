@@ -344,7 +344,9 @@ TRAWL_INGESTION_MAPPING_SECONDS = 300  # how often beat's `map-categories` runs 
 # The STORAGES alias wheels are kept in. Any Django storage works (a shared directory, an S3 bucket) as long as every
 # crawl worker can read it: each machine copies a wheel from there the first time it runs one of its versions.
 TRAWL_PACKAGE_STORAGE = "packages"
-TRAWL_PACKAGE_MAX_BYTES = 20 * 1024 * 1024  # a spider project's wheel is kilobytes; its dependencies are not uploaded
+# Largest wheel accepted (a 400 naming `package` beyond): a spider project's wheel is kilobytes, its dependencies are
+# not uploaded (pip installs them, as wheels only).
+TRAWL_PACKAGE_MAX_BYTES = env.PACKAGE_MAX_BYTES
 # Per machine: one virtualenv per package hash, built once (under a file lock) and shared by every worker process.
 TRAWL_PACKAGE_CACHE_DIR = env.PACKAGE_CACHE_DIR
 # Local wheel directories pip searches for a package's Requires-Dist, and whether it may also ask the index (pip's
@@ -358,6 +360,9 @@ TRAWL_PACKAGE_CHILD_IDLE_SECONDS = env.PACKAGE_CHILD_IDLE_SECONDS
 # Development only: a changed spider module is imported again by the next job (registry/spiders.py).
 TRAWL_SPIDER_RELOAD = env.SPIDER_RELOAD
 TRAWL_PACKAGE_CHILDREN_KEPT = 2  # warm children per worker process (other packages' are stopped, oldest first)
+# A child runs uploaded code: it gets a Redis user of its own (ACL SETUSER), limited to Trawl's keys, so it cannot
+# reach the broker's. Off: it gets REDIS_URL itself (a Redis without ACL, or whose user may not create users).
+TRAWL_PACKAGE_CHILD_REDIS_ACL = env.PACKAGE_CHILD_REDIS_ACL
 # --- Operations: job logs, monitors, stalls, retention (see docs/operations.md) ------------------------
 # A crawl with no response and no item for this long is stopped and fails `stalled` (a version may set its own).
 TRAWL_STALL_SECONDS = env.STALL_SECONDS

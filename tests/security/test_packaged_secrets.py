@@ -154,10 +154,7 @@ def child_users_swept():
 
 
 @pytest.fixture
-def packaged_worker(child_users_swept, worker_secrets, package_dirs, mode_worker, settings):
-    # The submission check does not honour TRAWL_PRIVATE_TARGETS_ALLOWED yet (another part of this issue): the web
-    # side lets the job in, the production worker's fetch-time guard (which allows the attacker's address) still runs.
-    settings.TRAWL_BLOCK_PRIVATE_TARGETS = False
+def packaged_worker(child_users_swept, worker_secrets, package_dirs, mode_worker):
     return mode_worker
 
 

@@ -43,9 +43,9 @@ CONCURRENT_REQUESTS = settings.TRAWL_SCRAPY_SETTINGS["CONCURRENT_REQUESTS"]
 class TreeSite:
     """Pages /p/0 .. /p/<pages-1>; page i links to 2i+1 and 2i+2 and answers after `delay` seconds.
 
-    Logs (time.time(), path) for every request it receives, when it receives it."""
+    Logs (time.time(), path) for every request it receives, when it receives it. Listens on `host`."""
 
-    def __init__(self, *, pages: int, delay: float) -> None:
+    def __init__(self, *, pages: int, delay: float, host: str = "127.0.0.1") -> None:
         self.pages, self.delay = pages, delay
         self.log: list[tuple[float, str]] = []
         self.lock = threading.Lock()
@@ -72,13 +72,14 @@ class TreeSite:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
 
     def page_hits(self) -> Counter:
         with self.lock:

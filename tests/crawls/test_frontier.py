@@ -314,3 +314,57 @@ def test_the_lease_is_renewed_while_the_reactor_is_held_past_it(slow_chain, redi
     assert report["reclaimed"] == 0
     hits = [slow_chain.hits[f"/slow/{start + n}"] for n in range(13)]
     assert hits == [1] * 13
+
+
+LOSS_SCRIPT = """
+import json, os, sys, uuid
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+import django
+django.setup()
+from crawls.frontier import Frontier, FrontierLost, binary_redis
+from crawls.scraping.runner import run_spider
+from crawls.scraping.spiders.link import LinkSpider
+from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+
+url, job = sys.argv[1], uuid.uuid4().hex
+frontier, client = Frontier(job), binary_redis()
+store = storing_tick(frontier)
+state = {"stored": 0, "lost": False}
+
+def tick(session):
+    if state["stored"] >= 3 and not state["lost"]:  # Redis emptied under the crawl
+        client.delete(*client.keys(frontier.key("*")))
+        state["lost"] = True
+    try:
+        state["stored"] += session.items.qsize()
+        store(session)
+    except FrontierLost:
+        pass  # the task would stop the crawl now; here the crawl is left to notice by itself
+    return ""
+
+crawl, _ = run_spider(
+    spider_cls=LinkSpider,
+    settings=frontier_crawl_settings(job),
+    spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 500}, "config": {}},
+    timeout=60,
+    on_tick=tick,
+    tick_seconds=0.2,
+)
+left = sorted(key.decode().rsplit(":", 1)[-1] for key in client.keys(frontier.key("*")))
+print(json.dumps({"reason": crawl.finish_reason, "lost": crawl.stats.get("frontier/lost"), "left": left,
+                  "errors": crawl.stats.get("trawl/infrastructure_errors"),
+                  "pages": crawl.stats.get("response_received_count")}))
+"""
+
+
+def test_a_crawl_whose_frontier_redis_lost_stops_by_itself_and_rebuilds_nothing(slow_chain, redis_server):
+    """The scheduler notices at its next commit: it sends nothing more (no key of the frontier comes back) and closes
+    the spider as `frontier_lost`, with the stats the task reads to requeue the job (crawls.services.execution)."""
+    env = {**os.environ, "REDIS_URL": redis_server, "TRAWL_INSTALLATION_ID": "frontier-loss-test"}
+    done = script_run(LOSS_SCRIPT, f"{slow_chain.url}/slow/620000", env=env)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = last_json_line(done)
+    assert (report["reason"], report["lost"]) == ("frontier_lost", 1), report
+    assert report["errors"] >= 1 and report["left"] == []
+    assert report["pages"] < 100  # stopped within a few pages of the loss, not at the end of the 500-page chain

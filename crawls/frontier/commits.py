@@ -3,19 +3,21 @@ the items it wrote ahead and then stored, and the orphaned items of dead shards 
 
 Each script first compares the frontier's epoch (crawls.frontier.leases) with the shard's and writes nothing when
 they differ: a shard working from a frontier Redis lost must not rebuild half of one for the next attempt to trust.
+It answers -1 (ENDED) when the job has ended meanwhile (another shard ended it: timeout, cancel), else -2 (LOST).
 """
 
 from __future__ import annotations
 
-# KEYS: seen, queue, seq, wal, inflight, members, shards, epoch. ARGV: ttl ms, me, k, epoch, n, then n requests as
-# (fingerprint ('' = do not filter), score, payload), then m, m items, then the members of the requests done. In this
-# order: queue each request unless its fingerprint was seen, write the items ahead, take the done requests out of
-# flight, and take up to k of the most urgent queued requests into flight (`members` names every shard that ever held
-# one, so the job's end finds all their keys) — unless this shard no longer holds a lease: a shard that was reclaimed
-# (a late commit of a warm shutdown, say) must not take requests nobody would reclaim again. Returns {1 (queued) or 0
-# (seen) for each request, the requests taken, the queue's length}, or -2 (LOST) without writing anything.
+# KEYS: seen, queue, seq, wal, inflight, members, shards, epoch, ended. ARGV: ttl ms, me, k, epoch, n, then n
+# requests as (fingerprint ('' = do not filter), score, payload), then m, m items, then the members of the requests
+# done. In this order: queue each request unless its fingerprint was seen, write the items ahead, take the done
+# requests out of flight, and take up to k of the most urgent queued requests into flight (`members` names every
+# shard that ever held one, so the job's end finds all their keys) — unless this shard no longer holds a lease: a
+# shard that was reclaimed (a late commit of a warm shutdown, say) must not take requests nobody would reclaim again.
+# Returns {1 (queued) or 0 (seen) for each request, the requests taken, the queue's length}, or ENDED / LOST without
+# writing anything.
 COMMIT = """
-if redis.call('GET', KEYS[8]) ~= ARGV[4] then return -2 end
+if redis.call('GET', KEYS[8]) ~= ARGV[4] then return redis.call('EXISTS', KEYS[9]) == 1 and -1 or -2 end
 local ttl, me, k, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
 local queued, at = {}, 6
 for r = 1, n do
@@ -58,11 +60,11 @@ end
 return {queued, taken, redis.call('ZCARD', KEYS[2])}
 """
 
-# KEYS: wal, walstored, progress, epoch. ARGV: count, me, progress JSON ('' = none), ttl ms, epoch. `count` more
-# written-ahead items are stored: drop them from the log (those not written yet are dropped when they are), record
-# the stats. -2 (LOST) without writing anything.
+# KEYS: wal, walstored, progress, epoch, ended. ARGV: count, me, progress JSON ('' = none), ttl ms, epoch. `count`
+# more written-ahead items are stored: drop them from the log (those not written yet are dropped when they are),
+# record the stats. ENDED / LOST without writing anything.
 STORED = """
-if redis.call('GET', KEYS[4]) ~= ARGV[5] then return -2 end
+if redis.call('GET', KEYS[4]) ~= ARGV[5] then return redis.call('EXISTS', KEYS[5]) == 1 and -1 or -2 end
 local pending = tonumber(redis.call('GET', KEYS[2]) or '0') + tonumber(ARGV[1])
 local trimmed = math.min(pending, redis.call('LLEN', KEYS[1]))
 if trimmed > 0 then redis.call('LTRIM', KEYS[1], trimmed, -1) end

@@ -118,12 +118,13 @@ return moved
 )
 
 # ARGV: base, attempt, me, epoch. "work" (the queue has requests), "wait" (a shard holds requests, or items not
-# stored yet, or there are orphans to store), "lost" (the epoch is not this shard's), else this shard leaves: "last"
-# if no other shard is left, "done" otherwise.
+# stored yet, or there are orphans to store), "ended" (the job has ended), "lost" (the epoch is not this shard's),
+# else this shard leaves: "last" if no other shard is left, "done" otherwise.
 FINISH = (
     LIB
     + """
 local base, me = ARGV[1], ARGV[3]
+if redis.call('EXISTS', base .. 'ended') == 1 then return 'ended' end
 if lost(base, ARGV[4]) then return 'lost' end
 reclaim(base, tonumber(ARGV[2]), me)
 if redis.call('ZCARD', base .. 'queue') > 0 then return 'work' end

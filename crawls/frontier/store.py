@@ -27,6 +27,11 @@ class FrontierLost(InfrastructureUnavailable):
     what this shard remembers is no longer the job's. Not the site's fault: the job is requeued and starts again."""
 
 
+class FrontierEnded(FrontierLost):
+    """The job ended meanwhile (another shard ended it: timeout, cancel, a watchdog) and its frontier went with it:
+    this shard stops too (the requeue that follows a FrontierLost finds the job ended and does nothing)."""
+
+
 @functools.cache
 def binary_redis() -> redis.Redis:
     """Frontier members and fingerprints are bytes: a client that does not decode replies."""
@@ -112,6 +117,9 @@ class Frontier:
         return bool(self.epoch or self.open())
 
     def _check(self, reply: Any) -> Any:
+        if reply == ENDED:
+            self.lost = True
+            raise FrontierEnded(f"job {self.job_id} has ended: its frontier is gone")
         if reply == LOST:
             self.lost = True
             raise FrontierLost(f"the frontier of job {self.job_id} is gone from Redis (emptied or restarted empty)")
@@ -153,7 +161,7 @@ class Frontier:
         self, *, requests: list[tuple[bytes, int, bytes | None]], items: list[bytes], done: list[bytes], take: int
     ) -> tuple[list[str], list[Any]]:
         keys = [self.key("seen"), self.key("queue"), self.key("seq"), self.mine("wal"), self.inflight]
-        keys += [self.key("members"), self.key("shards"), self.key("epoch")]
+        keys += [self.key("members"), self.key("shards"), self.key("epoch"), self.key("ended")]
         args: list[Any] = [self.ttl_ms, self.member, take, self.epoch, len(requests)]
         for payload, priority, fingerprint in requests:
             args += (fingerprint or b"", -int(priority), payload)
@@ -182,7 +190,7 @@ class Frontier:
     def stored(self, count: int, *, progress: dict[str, Any] | None = None) -> None:
         """`count` more of this shard's written-ahead items are in the database; record its stats with them."""
         self._opened()
-        keys = [self.mine("wal"), self.mine("walstored"), self.key("progress"), self.key("epoch")]
+        keys = [self.mine("wal"), self.mine("walstored"), self.key("progress"), self.key("epoch"), self.key("ended")]
         body = json.dumps(progress, default=str) if progress is not None else ""
         self._check(_scripts()["stored"](keys=keys, args=[count, self.member, body, self.ttl_ms, self.epoch]))
 
@@ -200,14 +208,15 @@ class Frontier:
         if not self._opened():
             return ENDED
         args = [self.base, self.attempt, self.member, self.lease_ms, self.ttl_ms, self.epoch]
-        return int(self._check(_scripts()["renew"](keys=[], args=args)))
+        result = _scripts()["renew"](keys=[], args=args)
+        return ENDED if result == ENDED else int(self._check(result))
 
     def try_finish(self) -> str:
-        """`work`, `wait`, `lost`, or (leaving the job) `done` / `last` — see leases.FINISH."""
+        """`work`, `wait`, `ended`, `lost`, or (leaving the job) `done` / `last` — see leases.FINISH."""
         self._opened()
         result = _scripts()["finish"](keys=[], args=[self.base, self.attempt, self.member, self.epoch])
         verdict = result.decode() if isinstance(result, bytes) else str(result)
-        self.lost = self.lost or verdict == "lost"
+        self.lost = self.lost or verdict in ("lost", "ended")
         return verdict
 
     def release(self) -> int:

@@ -61,17 +61,23 @@ class ShardLease:
             logger.info("frontier: %s request(s) %s back in the queue", count, whose)
             self.stats.inc_value("frontier/reclaimed", count)
 
-    def lose(self, where: str, *, close: bool = True) -> None:
+    def lose(self, where: str, *, close: bool = True, ended: bool = False) -> None:
         """The job's frontier is gone from Redis (emptied or restarted without its data; seen at `where`): what this
         shard still knows is a part of the site, not the job. Stop; the task requeues the job to start again, and
-        the stats say why (`trawl/infrastructure_errors` is what the task checks)."""
+        the stats say why (`trawl/infrastructure_errors` is what the task checks). `ended`: the job ended meanwhile
+        (another shard ended it), its frontier with it: stop as well, nothing went wrong."""
         if self.lost:
             return
         self.lost = True
+        self.stop()
+        if ended:
+            logger.info("frontier: the job has ended (seen at %s); stopping the crawl", where)
+            if close:
+                close_spider_soon(self.crawler, ENDED_REASON)
+            return
         logger.error("frontier: the job's frontier is gone from Redis (seen at %s); stopping the crawl", where)
         self.stats.set_value("frontier/lost", 1)
         self.stats.inc_value("trawl/infrastructure_errors")
-        self.stop()
         if close:
             close_spider_soon(self.crawler, LOST_REASON)
 

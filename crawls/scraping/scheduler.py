@@ -34,7 +34,7 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.request import request_from_dict
 
-from crawls.frontier import Frontier, FrontierLost, async_binary_redis
+from crawls.frontier import Frontier, FrontierEnded, FrontierLost, async_binary_redis
 from crawls.scraping.dupefilter import FrontierDupeFilter, frontier_for
 from crawls.scraping.engine_hooks import on_request_finished, poke_engine_later, store_wanted, wake_engine
 from crawls.scraping.handoff import HANDOFF, handoff_missing, item_passed
@@ -214,8 +214,8 @@ class FrontierScheduler(BaseScheduler):
                     pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE)
             self.taken.extend(committed.taken)
             self.maybe_pending = committed.pending > 0
-        except FrontierLost:
-            self.lease.lose("commit")
+        except FrontierLost as exc:
+            self.lease.lose("commit", ended=isinstance(exc, FrontierEnded))
             return
         except Exception:  # a bug: the request stays in flight, so stop rather than wait for it forever
             logger.exception("frontier: commit failed; stopping the crawl")
@@ -273,9 +273,9 @@ class FrontierScheduler(BaseScheduler):
             self._send_outbox()
             raise DontCloseSpider("frontier: committing")  # the commit wakes the engine when it has landed
         verdict = self.frontier.try_finish()
-        if verdict == "lost":
-            self.lease.lose("the idle check")
-            raise DontCloseSpider("frontier: lost")  # closing as frontier_lost, not finished
+        if verdict in ("lost", "ended"):
+            self.lease.lose("the idle check", ended=verdict == "ended")
+            raise DontCloseSpider(f"frontier: {verdict}")  # closing with that reason, not as finished
         self.maybe_pending = verdict == "work"
         if verdict in ("done", "last"):
             self.leave = verdict

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from crawls.frontier import FINGERPRINT_BYTES, Frontier, FrontierLost, binary_redis, frontier_delete
+from crawls.frontier import FINGERPRINT_BYTES, Frontier, FrontierEnded, FrontierLost, binary_redis, frontier_delete
 from crawls.services.shards import stats_sum
 from tests.workers import last_json_line, script_run
 
@@ -228,6 +228,20 @@ def test_after_a_loss_only_the_next_attempt_creates_a_fresh_frontier_and_the_old
     assert frontier.try_finish() == "lost"
     fresh.renew()
     assert [Frontier.payload(member) for member in fresh.pop(5)] == [b"start"]
+
+
+def test_a_shard_still_crawling_when_another_ended_the_job_stops_without_writing(frontier):
+    frontier.renew()
+    frontier.push(b"one")
+    frontier_delete(job_id="test-job")  # another shard ended the job (timeout, cancel): its frontier went with it
+
+    with pytest.raises(FrontierEnded):
+        frontier.commit(requests=[(b"found", 0, None)], take=8)
+    with pytest.raises(FrontierEnded):
+        frontier.stored(1, progress={"pages": 1})
+    assert frontier.try_finish() == "ended"
+    assert frontier.renew() == -1
+    assert binary_redis().keys(frontier.key("*")) == [frontier.key("ended").encode()]
 
 
 def test_a_late_shard_of_an_ended_job_opens_nothing():

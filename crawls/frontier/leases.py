@@ -153,7 +153,7 @@ return #held / 2
 
 
 class LeaseKeeper(threading.Thread):
-    """Renews one shard's lease every third of the lease, on a thread of its own, until stopped.
+    """Renews one shard's lease every `every` seconds (a third of the lease), on a thread of its own, until stopped.
 
     `renew` is the frontier's (Frontier.renew); `on_reclaimed(count)` hears of dead shards' requests put back in the
     queue, `on_lost()` of the frontier gone (the keeper stops then, as it does when the job has ended). Both are
@@ -172,7 +172,6 @@ class LeaseKeeper(threading.Thread):
         self.renew, self.every = renew, every
         self.on_reclaimed, self.on_lost = on_reclaimed, on_lost
         self.done = threading.Event()
-        self.renewals = 0
 
     def run(self) -> None:
         from crawls.frontier.store import FrontierLost
@@ -188,7 +187,6 @@ class LeaseKeeper(threading.Thread):
                 continue
             if reclaimed == ENDED:
                 return
-            self.renewals += 1
             if reclaimed:
                 self.on_reclaimed(reclaimed)
 

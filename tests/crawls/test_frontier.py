@@ -9,7 +9,8 @@ import time
 import pytest
 
 from crawls.frontier import FINGERPRINT_BYTES, Frontier, FrontierEnded, FrontierLost, binary_redis, frontier_delete
-from crawls.services.shards import stats_sum
+from crawls.services.jobs import job_claim, job_requeue_infrastructure
+from crawls.services.shards import Shard, stats_sum
 from tests.workers import last_json_line, script_run
 
 pytestmark = pytest.mark.django_db
@@ -242,6 +243,32 @@ def test_a_shard_still_crawling_when_another_ended_the_job_stops_without_writing
     assert frontier.try_finish() == "ended"
     assert frontier.renew() == -1
     assert binary_redis().keys(frontier.key("*")) == [frontier.key("ended").encode()]
+
+
+def test_a_job_whose_frontier_is_lost_before_its_final_tally_is_requeued_to_a_fresh_frontier(api, builtins, sent_tasks):
+    """The shards' side (crawls.services.shards): shard 0 opens the frontier, the others join it; a tally after the
+    loss raises (the task then requeues the job, never ends it), a shard joining late never recreates it, and shard 0
+    of the next attempt starts a fresh one."""
+    response = api.post("/api/jobs/", {"url": "http://shop.test/", "parallelism": 2}, format="json")
+    job = job_claim(job_id=response.json()["id"], attempt=1, worker="test")
+    first, second = Shard(job, index=0), Shard(job, index=1)
+    epoch = first.scrapy_settings()["TRAWL_FRONTIER"]["epoch"]
+    assert second.scrapy_settings()["TRAWL_FRONTIER"]["epoch"] == epoch
+    first.total({"pages": 3})
+    lose(first.frontier)
+
+    with pytest.raises(FrontierLost):
+        first.total({"pages": 5}, final=True)  # the last look before the outcome
+    with pytest.raises(FrontierLost):
+        Shard(job, index=1).scrapy_settings()
+    with pytest.raises(FrontierLost):
+        first.check_intact({})
+    requeued = job_requeue_infrastructure(job=job, reason="FrontierLost")  # what job_execute does with it
+    fresh = Shard(requeued, index=0).scrapy_settings()["TRAWL_FRONTIER"]["epoch"]
+
+    assert (requeued.status, requeued.attempt, requeued.max_attempts - requeued.attempt) == ("queued", 2, 2)
+    assert fresh and fresh != epoch
+    Frontier(job.pk).delete()
 
 
 def test_a_late_shard_of_an_ended_job_opens_nothing():

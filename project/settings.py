@@ -243,6 +243,12 @@ TRAWL_USER_AGENTS: list[str] = []  # empty: every request sends USER_AGENT (or t
 # Round-robin between requesters at one priority: a crawl message is a worker slot that runs the owed requester's
 # next job (crawls/fairshare.py, docs/fair-share.md). False: jobs start in submission order within a priority.
 TRAWL_FAIR_SHARE = True
+# Cap on the active shards (queued + running; a job with parallelism N counts N) of a requester whose own
+# max_active_jobs is empty; admins and scheduled work are not capped by it; 0 turns it off. 100: about three times
+# the widest single job (parallelism 32), more than a cluster of a few dozen worker slots runs at once, so an honest
+# requester waits on the workers, not on the cap, while one token can no longer queue without bound (a batch of
+# TRAWL_BATCH_MAX_JOBS is for requesters an admin trusted with a higher cap).
+TRAWL_DEFAULT_MAX_ACTIVE_JOBS = env.DEFAULT_MAX_ACTIVE_JOBS
 TRAWL_BATCH_MAX_JOBS = env.BATCH_MAX_JOBS  # job specs one POST /api/batches/ may carry
 # A batch still `pending` this long after submission (its launcher task was lost) is launched again by the sweeper.
 TRAWL_BATCH_LAUNCH_GRACE_SECONDS = env.BATCH_LAUNCH_GRACE_SECONDS

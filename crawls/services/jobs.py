@@ -112,7 +112,7 @@ def job_create(
         requester=requester,
         parallelism=parallelism,
     )
-    jobs_admit(requester=requester, count=1)
+    jobs_admit(requester=requester, shards=parallelism)
     job = CrawlJob.objects.create(
         url=url,
         scraper=scraper_obj,

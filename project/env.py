@@ -60,6 +60,8 @@ PUBLIC_URL = os.environ.get("TRAWL_PUBLIC_URL", "http://127.0.0.1:8000")
 # Politeness for domains without a DomainThrottle rule (requests per second and bucket size).
 THROTTLE_DEFAULT_RATE = _float("TRAWL_THROTTLE_DEFAULT_RATE", 2.0)
 THROTTLE_DEFAULT_BURST = _int("TRAWL_THROTTLE_DEFAULT_BURST", 10)
+# Requests in flight at once per domain across the cluster: Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN default.
+THROTTLE_DEFAULT_CONCURRENCY = _int("TRAWL_THROTTLE_DEFAULT_CONCURRENCY", 8)
 
 # Reliability: the job reaper (docs/failure-handling.md). Stale = no heartbeat for this long; default 3 beats + 15 s.
 REAPER_INTERVAL_SECONDS = _int("TRAWL_REAPER_INTERVAL_SECONDS", 15)

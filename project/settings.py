@@ -214,7 +214,13 @@ TRAWL_THROTTLE_DEFAULTS = {
     "burst": env.THROTTLE_DEFAULT_BURST,
     "ip_rate": env.THROTTLE_DEFAULT_RATE,
     "ip_burst": env.THROTTLE_DEFAULT_BURST,
+    # Requests in flight at once to a domain across every shard and worker (Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN
+    # is per process: 32 shards would open 32 x 8 connections without it).
+    "concurrency": env.THROTTLE_DEFAULT_CONCURRENCY,
 }
+# How long a worker's hold on in-flight slots lasts without renewal (it renews a third of this): a killed worker's
+# slots come back within this many seconds.
+TRAWL_THROTTLE_SLOT_LEASE = 30
 # Adaptive politeness (docs/throttling.md): every worker's response latencies and errors per domain feed one controller
 # in Redis that lowers the domain's rate when the site slows or errors and raises it back slowly. Rules opt out with
 # `adaptive: false`; "enabled": False turns it off everywhere. Other keys override throttling.adaptive.AdaptiveConfig.

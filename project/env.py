@@ -62,6 +62,7 @@ THROTTLE_DEFAULT_RATE = _float("TRAWL_THROTTLE_DEFAULT_RATE", 2.0)
 THROTTLE_DEFAULT_BURST = _int("TRAWL_THROTTLE_DEFAULT_BURST", 10)
 # Requests in flight at once per domain across the cluster: Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN default.
 THROTTLE_DEFAULT_CONCURRENCY = _int("TRAWL_THROTTLE_DEFAULT_CONCURRENCY", 8)
+THROTTLE_SLOT_LEASE = _float("TRAWL_THROTTLE_SLOT_LEASE", 30)
 
 # Reliability: the job reaper (docs/failure-handling.md). Stale = no heartbeat for this long; default 3 beats + 15 s.
 REAPER_INTERVAL_SECONDS = _int("TRAWL_REAPER_INTERVAL_SECONDS", 15)

@@ -220,7 +220,7 @@ TRAWL_THROTTLE_DEFAULTS = {
 }
 # How long a worker's hold on in-flight slots lasts without renewal (it renews a third of this): a killed worker's
 # slots come back within this many seconds.
-TRAWL_THROTTLE_SLOT_LEASE = 30
+TRAWL_THROTTLE_SLOT_LEASE = env.THROTTLE_SLOT_LEASE
 # Adaptive politeness (docs/throttling.md): every worker's response latencies and errors per domain feed one controller
 # in Redis that lowers the domain's rate when the site slows or errors and raises it back slowly. Rules opt out with
 # `adaptive: false`; "enabled": False turns it off everywhere. Other keys override throttling.adaptive.AdaptiveConfig.

@@ -51,6 +51,7 @@ class SlotLedger:
         self._renewer: asyncio.Task | None = None
 
     def hold(self, request: Any, domain: str) -> None:
+        self.release(request)  # the same request sent again (a middleware rescheduled it) holds one slot, not two
         self._held[request] = (domain, time.monotonic())
         self._counts[domain] += 1
         if self._renewer is None:
@@ -70,10 +71,6 @@ class SlotLedger:
         if domain not in self._sending:
             self._sending.add(domain)
             self._spawn(self._send_returns(domain))
-
-    @property
-    def held(self) -> int:
-        return len(self._held)
 
     async def _send_returns(self, domain: str) -> None:
         try:

@@ -176,3 +176,39 @@ def test_a_live_holder_renews_its_lease_while_it_holds_slots(rule):
 
     assert asyncio.run(crawl()).busy, "the slot of a request still in flight was kept"
     assert take("other").status == GRANTED
+
+
+def test_the_same_request_sent_twice_holds_one_slot(rule):
+    rule("example.com", concurrency=2)
+    middleware, _ = crawler_middleware()
+
+    async def crawl():
+        request = Request("https://www.example.com/again")
+        await middleware.process_request(request)
+        await middleware.process_request(request)  # rescheduled as is by some middleware
+        await asyncio.sleep(0.05)
+        now = dict(held())
+        await middleware.process_response(request, Response(request.url))
+        await asyncio.sleep(0.05)
+        after = dict(held())
+        await middleware.close()
+        return now, after
+
+    now, after = asyncio.run(crawl())
+
+    assert list(now.values()) == [1] and after == {}
+
+
+def test_a_holder_whose_entry_was_lost_counts_again_at_its_next_renewal(rule):
+    rule("example.com", concurrency=2)
+    middleware, _ = crawler_middleware()
+
+    async def crawl():
+        await middleware.process_request(Request("https://www.example.com/1"))
+        get_redis().delete(throttle_buckets().slots_key("example.com"))  # Redis emptied (a restart, a flush)
+        await middleware.slots.renew()
+        back = dict(held())
+        await middleware.close()
+        return back
+
+    assert list(asyncio.run(crawl()).values()) == [1], "the request still in flight holds its slot again"

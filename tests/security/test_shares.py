@@ -46,16 +46,20 @@ class CountingSite:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
+                # Open from the moment the request is read until just before its answer is written: a span inside
+                # the client's (it sent the request before, and reads the answer after), so a request counted here
+                # was certainly in flight at the crawler. Counting until after the write would also count the
+                # moments a thread of this busy process waits for the GIL after its answer was already received.
                 with site.lock:
                     site.open += 1
                     site.served += 1
                     site.most = max(site.most, site.open)
                 try:
                     time.sleep(site.delay)
-                    self.answer()
                 finally:
                     with site.lock:
                         site.open -= 1
+                self.answer()
 
             def answer(self) -> None:
                 number = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/p/") else -1

@@ -212,3 +212,34 @@ def test_a_holder_whose_entry_was_lost_counts_again_at_its_next_renewal(rule):
         return back
 
     assert list(asyncio.run(crawl()).values()) == [1], "the request still in flight holds its slot again"
+
+
+def test_many_holders_at_once_never_pass_the_limit(rule):
+    """Six crawl processes' middlewares (six holders) sending 40 requests each at once, some answered, some dropped
+    by a later middleware: counted between taking the slot and giving it back, never more than `concurrency`."""
+    rule("example.com", concurrency=4)
+    middlewares = [crawler_middleware()[0] for _ in range(6)]
+    state = {"open": 0, "most": 0, "done": 0}
+
+    async def one(middleware: ThrottleMiddleware, n: int) -> None:
+        request = Request(f"https://www.example.com/{id(middleware)}/{n}")
+        await middleware.process_request(request)
+        state["open"] += 1
+        state["most"] = max(state["most"], state["open"])
+        await asyncio.sleep(0.002 * (n % 7))
+        state["open"] -= 1
+        if n % 5:
+            await middleware.process_response(request, Response(request.url))
+        else:
+            await middleware.process_exception(request, IgnoreRequest())
+        state["done"] += 1
+
+    async def crawl():
+        await asyncio.gather(*(one(middleware, n) for middleware in middlewares for n in range(40)))
+        for middleware in middlewares:
+            await middleware.close()
+
+    asyncio.run(crawl())
+
+    assert state["done"] == 240 and 1 < state["most"] <= 4, state
+    assert held() == {}

@@ -4,8 +4,10 @@
 -- KEYS[1] the domain's slots hash
 -- ARGV[1] holder; ARGV[2] mode; ARGV[3] count; ARGV[4] lease seconds (a new expiry is now + lease)
 --   "release": give back `count` slots;
---   "renew": push the expiry (the count stays: takes and releases in flight keep it right); a holder whose entry
---            expired meanwhile holds `count` again, its own tally;
+--   "renew": push the expiry, and count at least `count`, the holder's own tally. Never less than what is stored:
+--            Redis counts a grant before the holder does and a release after it, so a stored count above the tally
+--            is a take or release still under way; one below it means the entry was lost (Redis emptied, expired)
+--            while requests were in flight;
 --   "drop": the holder holds nothing (its crawl is over).
 -- Returns the holder's count afterwards. A holder at 0 is removed.
 
@@ -18,7 +20,7 @@ if ARGV[2] == 'release' then
   if not current then return 0 end
   count = count - tonumber(ARGV[3])
 elseif ARGV[2] == 'renew' then
-  if not current then count = tonumber(ARGV[3]) end
+  count = math.max(count, tonumber(ARGV[3]))
 else
   count = 0
 end

@@ -4,9 +4,9 @@ Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN counts one process's requests; a job of 
 many connections to one site. The token take (buckets.lua) also takes one of the domain's slots per request (the
 rule's `concurrency`, 8 by default), recorded in Redis under this process's holder id with an expiry. This ledger
 remembers which request holds which slot and gives it back when the request ends (response, exception, dropped),
-renews the holder's expiry while it holds any, and gives everything back when the crawl closes. A killed process
-renews nothing: its slots come back when its expiry passes. Runs on the reactor's asyncio loop; no request waits for
-a slot's return.
+renews the holder's expiry while it holds any (counting its own requests again if Redis lost them), and gives
+everything back when the crawl closes. A killed process renews nothing: its slots come back when its expiry passes.
+Runs on the reactor's asyncio loop; no request waits for a slot's return.
 """
 
 from __future__ import annotations

@@ -200,18 +200,24 @@ def test_the_same_request_sent_twice_holds_one_slot(rule):
 
 
 def test_a_holder_whose_entry_was_lost_counts_again_at_its_next_renewal(rule):
-    rule("example.com", concurrency=2)
+    rule("example.com", concurrency=4)
     middleware, _ = crawler_middleware()
 
     async def crawl():
         await middleware.process_request(Request("https://www.example.com/1"))
+        await middleware.process_request(Request("https://www.example.com/2"))
         get_redis().delete(throttle_buckets().slots_key("example.com"))  # Redis emptied (a restart, a flush)
+        await middleware.process_request(Request("https://www.example.com/3"))
+        lost = dict(held())
         await middleware.slots.renew()
         back = dict(held())
         await middleware.close()
-        return back
+        return lost, back
 
-    assert list(asyncio.run(crawl()).values()) == [1], "the request still in flight holds its slot again"
+    lost, back = asyncio.run(crawl())
+
+    assert list(lost.values()) == [1], "after the flush Redis knew only of the request sent since"
+    assert list(back.values()) == [3], "the renewal counts every request still in flight again"
 
 
 def test_many_holders_at_once_never_pass_the_limit(rule):

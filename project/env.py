@@ -47,6 +47,7 @@ def _float(name: str, default: float) -> float:
 
 # Batches and webhooks (see the TRAWL_BATCH_* / TRAWL_WEBHOOK_* settings for what each means).
 BATCH_MAX_JOBS = _int("TRAWL_BATCH_MAX_JOBS", 5000)
+DEFAULT_MAX_ACTIVE_JOBS = _int("TRAWL_DEFAULT_MAX_ACTIVE_JOBS", 100)
 BATCH_LAUNCH_GRACE_SECONDS = _float("TRAWL_BATCH_LAUNCH_GRACE_SECONDS", 120)
 BATCH_JOB_LOST_SECONDS = _float("TRAWL_BATCH_JOB_LOST_SECONDS", 900)
 WEBHOOK_MAX_ATTEMPTS = _int("TRAWL_WEBHOOK_MAX_ATTEMPTS", 8)
@@ -59,6 +60,9 @@ PUBLIC_URL = os.environ.get("TRAWL_PUBLIC_URL", "http://127.0.0.1:8000")
 # Politeness for domains without a DomainThrottle rule (requests per second and bucket size).
 THROTTLE_DEFAULT_RATE = _float("TRAWL_THROTTLE_DEFAULT_RATE", 2.0)
 THROTTLE_DEFAULT_BURST = _int("TRAWL_THROTTLE_DEFAULT_BURST", 10)
+# Requests in flight at once per domain across the cluster: Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN default.
+THROTTLE_DEFAULT_CONCURRENCY = _int("TRAWL_THROTTLE_DEFAULT_CONCURRENCY", 8)
+THROTTLE_SLOT_LEASE = _float("TRAWL_THROTTLE_SLOT_LEASE", 30)
 
 # Reliability: the job reaper (docs/failure-handling.md). Stale = no heartbeat for this long; default 3 beats + 15 s.
 REAPER_INTERVAL_SECONDS = _int("TRAWL_REAPER_INTERVAL_SECONDS", 15)

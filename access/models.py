@@ -12,7 +12,12 @@ class Requester(models.Model):
     is_admin = models.BooleanField(default=False, help_text="Admins also manage scrapers, sources and throttles.")
     webhook_secret = models.CharField(max_length=64)
     max_active_jobs = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Most jobs it may have queued + running at once (empty: no limit)."
+        null=True,
+        blank=True,
+        help_text=(
+            "Most jobs it may have queued + running at once, a job with parallelism N counting N. Empty: the "
+            "installation default (TRAWL_DEFAULT_MAX_ACTIVE_JOBS; admins: no limit)."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -92,7 +92,7 @@ def unthrottle(url: str) -> None:
     from throttling.services import throttle_create
 
     huge = 1_000_000
-    throttle_create(domain=urlsplit(url).hostname, rate=huge, burst=huge, ip_rate=huge, ip_burst=huge)
+    throttle_create(domain=urlsplit(url).hostname, rate=huge, burst=huge, ip_rate=huge, ip_burst=huge, concurrency=huge)
 
 
 def refuse_shared_broker(redis_url: str) -> None:

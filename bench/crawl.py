@@ -169,13 +169,14 @@ def start_worker(
 
 
 def unthrottle(url: str) -> None:
-    """Measure overhead, not politeness: a rule whose buckets never run dry (each request still asks Redis)."""
+    """Measure overhead, not politeness: a rule whose buckets never run dry and whose in-flight slots never all
+    fill (each request still asks Redis), so parallel shards are not held to one site's cluster-wide concurrency."""
     from throttling.models import DomainThrottle
     from throttling.services import throttle_create
 
     huge, domain = 10**6, urlsplit(url).hostname
     if not DomainThrottle.objects.filter(domain=domain).exists():  # every local site is on 127.0.0.1
-        throttle_create(domain=domain, rate=huge, burst=huge, ip_rate=huge, ip_burst=huge)
+        throttle_create(domain=domain, rate=huge, burst=huge, ip_rate=huge, ip_burst=huge, concurrency=huge)
 
 
 def run_trawl(url: str, worker: subprocess.Popen, tmp: Path, timeout: float) -> Run:

@@ -7,6 +7,9 @@
     to the domain's window every OBSERVE_SECONDS (what the middleware does for every request on an adaptive rule),
     against the plain two-bucket take on the same rule with `adaptive` off, alternating rounds, blocking client.
     Printed as a ratio (1.0 = free).
+(a'') Slots. The cluster-wide in-flight slot per request: the take also taking a slot (holder given), and that plus
+    giving it back (what the middleware sends when the response comes, without the request waiting for it), against
+    the plain take without slots on the same rule, alternating rounds, blocking client. Printed as ratios.
 (b) Accuracy. --processes processes (default 4) take tokens for one domain configured at --rate R, burst B, for
     --duration s (default 30), each sleeping what the script says, as the middleware does. Prints observed/configured
     rate, (grants − B) / (R × duration), and the most grants in any 1-second window against R + B.
@@ -37,6 +40,7 @@ from project.redis_server import redis_start_if_absent
 from throttling.adaptive import AdaptiveConfig
 from throttling.buckets import GRANTED, Limits, TokenBuckets
 from throttling.controller import OBSERVE_SECONDS, AdaptiveController, Observed
+from throttling.slots import SCRIPT as SLOTS_SCRIPT
 
 PREFIX = "trawl:bench-throttle"
 HOST = "bench.example.com"
@@ -134,6 +138,38 @@ def controller_cost(url: str, seconds: float, rounds: int = 6) -> dict[str, floa
     }
 
 
+def slots_cost(url: str, seconds: float, rounds: int = 6) -> dict[str, float]:
+    """Requests per second through the plain take, the take holding a slot, and take + the slot given back."""
+    client = redis.Redis.from_url(url, decode_responses=True)
+    buckets = buckets_with(client, replace(NEVER_DRY, concurrency=10**9))  # slots counted, never all held
+    slots_key = buckets.slots_key("example.com")
+
+    def plain() -> None:
+        buckets.take(client, host=HOST, egress="bench")
+
+    def holding() -> None:
+        buckets.take(client, host=HOST, egress="bench", holder="bench")
+
+    def held_and_given_back() -> None:
+        buckets.take(client, host=HOST, egress="bench", holder="bench")
+        SLOTS_SCRIPT.run(client, [slots_key], ["bench", "release", 1, buckets.slot_lease])
+
+    plain(), held_and_given_back()  # loads both scripts
+    slot, counts = seconds / rounds, {"plain": 0, "holding": 0, "released": 0}
+    for _ in range(rounds):
+        counts["plain"] += count_for(plain, slot)
+        counts["holding"] += count_for(holding, slot)
+        counts["released"] += count_for(held_and_given_back, slot)
+    per_s = {name: count / seconds for name, count in counts.items()}
+    return {
+        "plain_take_per_s": per_s["plain"],
+        "take_with_slot_per_s": per_s["holding"],
+        "take_and_release_per_s": per_s["released"],
+        "take_with_slot_cost": per_s["plain"] / per_s["holding"],
+        "take_and_release_cost": per_s["plain"] / per_s["released"],
+    }
+
+
 def taker(url: str, limits: Limits, start_at: float, stop_at: float) -> list[float]:
     """One process of (b): take like the middleware (sleep what the script says); return when each grant came."""
     client = redis.Redis.from_url(url, decode_responses=True)
@@ -200,6 +236,13 @@ def main() -> int:
             f"{ctl['take_and_observe_per_s']:,.0f}/s: cost per request x{ctl['cost_ratio']:.2f}",
             flush=True,
         )
+        sl = slots_cost(args.redis_url, args.seconds)
+        print(
+            f"slots: plain take {sl['plain_take_per_s']:,.0f}/s, take with a slot {sl['take_with_slot_per_s']:,.0f}/s "
+            f"(x{sl['take_with_slot_cost']:.2f}), take + give back {sl['take_and_release_per_s']:,.0f}/s "
+            f"(x{sl['take_and_release_cost']:.2f})",
+            flush=True,
+        )
         print(
             f"accuracy: {args.processes} processes, rate {args.rate:g}/s, burst {args.burst}, {args.duration:.0f} s",
             flush=True,
@@ -208,7 +251,7 @@ def main() -> int:
         print(f"  grants {a['grants']} (per process {a['per_process']})")
         print(f"  observed/configured rate = {a['observed_over_configured']:.3f}")
         print(f"  most in any 1 s window = {a['max_in_1s']} (allowed rate + burst = {a['allowed_in_1s']:g})")
-        print(json.dumps({"bench": "throttle", "cost": c, "controller": ctl, "accuracy": a}))
+        print(json.dumps({"bench": "throttle", "cost": c, "controller": ctl, "slots": sl, "accuracy": a}))
         return 0 if a["max_in_1s"] <= a["allowed_in_1s"] else 1
     finally:
         client = redis.Redis.from_url(args.redis_url)

@@ -1,11 +1,12 @@
 """Fair share between requesters: a cap on each one's active jobs, and round-robin among them at one priority.
 
-Cap: a requester's `max_active_jobs` bounds its queued + running jobs; a submission that would pass it (a batch
-counts all its jobs) is refused with 429 before anything is created.
+Cap: a requester's `max_active_jobs` (else TRAWL_DEFAULT_MAX_ACTIVE_JOBS) bounds its queued + running shards: a job
+with `parallelism: N` takes N worker slots, so it counts N. A submission that would pass it (a batch counts all its
+jobs' parallelism) is refused with 429 before anything is created.
 
 Round-robin: a `run_crawl` message is a worker slot at its priority step, not an order to run that one job. The
 worker that takes it runs the next job of the requester that is owed one at that step: the requester with the fewest
-jobs running, then the one served longest ago (a counter per step in Redis). So a 5,000-job batch queued first no
+shards running, then the one served longest ago (a counter per step in Redis). So a 5,000-job batch queued first no
 longer holds back another requester's ten jobs at the same priority: they start in the next few slots. Every queued
 job still has its own message, so every job still runs: a message whose own job was already taken by another slot
 simply runs someone else's. Higher priorities still overtake lower ones (slots never cross priority steps), a shard
@@ -18,9 +19,11 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Sum
+from django.db.models.functions import Coalesce
 
 from access.models import Requester
+from access.selectors import requester_shard_cap
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.publish import broker_priority
 from crawls.timeouts import celery_time_limits, job_timeout
@@ -33,23 +36,33 @@ PICK_ATTEMPTS = 5  # claims lost to other workers before a slot falls back to it
 SYSTEM = "system"  # scheduled and admin work without a requester counts as one requester
 
 
-def jobs_admit(*, requester: Requester | None, count: int) -> None:
-    """Refuse (429) a submission of `count` jobs that would take `requester` past its max_active_jobs.
+def jobs_admit(*, requester: Requester | None, shards: int, jobs: int = 1) -> None:
+    """Refuse (429) a submission of `jobs` jobs with `shards` shards in all (their parallelism summed) that would take
+    `requester` past its cap (access.selectors.requester_shard_cap: its max_active_jobs, else the default).
 
-    Call inside the transaction that creates the jobs: the requester's row is locked, so two submissions racing
-    each other are counted one after the other."""
-    if requester is None or requester.max_active_jobs is None:
-        return
-    limit = Requester.objects.select_for_update().values_list("max_active_jobs", flat=True).get(pk=requester.pk)
+    Call inside the transaction that creates the jobs: the requester's row is locked (and read again, so a cap an
+    admin just changed counts), so two submissions racing each other are counted one after the other."""
+    if requester is None:
+        return  # the system tenant: scheduled and admin work
+    locked = Requester.objects.select_for_update().only("name", "is_admin", "max_active_jobs").get(pk=requester.pk)
+    limit = requester_shard_cap(requester=locked)
     if limit is None:
         return
-    active = CrawlJob.objects.filter(requester=requester, status__in=ACTIVE_STATUSES).count()
-    if active + count > limit:
+    active = active_shards(requester_id=requester.pk)
+    if active + shards > limit:
+        added = f"{shards}" if shards == jobs else f"{shards} (its {jobs} job(s)' parallelism summed)"
         raise TrawlError(
-            f"requester {requester.name} may have at most {limit} active jobs (max_active_jobs: queued + running); "
-            f"it has {active} and this submission adds {count}. Wait for some to finish or ask an admin to raise it",
+            f"requester {locked.name} may have at most {limit} active jobs (max_active_jobs: queued + running, a job "
+            f"with parallelism N counting N); it has {active} and this submission adds {added}. Wait for some to "
+            "finish or ask an admin to raise it",
             status_code=429,
         )
+
+
+def active_shards(*, requester_id: int) -> int:
+    """A requester's queued + running jobs, each counted as many times as its parallelism (its worker slots)."""
+    active = CrawlJob.objects.filter(requester_id=requester_id, status__in=ACTIVE_STATUSES)
+    return active.aggregate(shards=Coalesce(Sum("parallelism"), 0))["shards"]
 
 
 def step_priorities(step: int) -> tuple[int, int]:
@@ -70,13 +83,15 @@ def fair_pick(*, priority: int, own: CrawlJob | None, slot_soft_limit: float | N
     owners = set(queued.values_list("requester_id", flat=True).distinct())
     if not owners:
         return None
+    # Shards, not jobs: a requester running one parallelism-32 job holds 32 worker slots, not one.
     running = dict(
         CrawlJob.objects.filter(status=JobStatus.RUNNING, requester_id__in=owners - {None})
         .values_list("requester_id")
-        .annotate(n=Count("id"))
+        .annotate(n=Sum("parallelism"))
     )
     if None in owners:
-        running[None] = CrawlJob.objects.filter(status=JobStatus.RUNNING, requester_id__isnull=True).count()
+        system = CrawlJob.objects.filter(status=JobStatus.RUNNING, requester_id__isnull=True)
+        running[None] = system.aggregate(n=Coalesce(Sum("parallelism"), 0))["n"]
     served = get_redis().hgetall(_served_key(step))
 
     def owed(owner: int | None) -> tuple[int, int, str]:

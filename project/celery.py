@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_process_init, worker_shutting_down
+from celery.signals import beat_init, worker_init, worker_process_init, worker_shutting_down
 
 from project.broker_patches import kombu_redis_patch
 
@@ -15,6 +15,15 @@ kombu_redis_patch()  # before any broker connection: a Redis restart must not en
 app = Celery("trawl")
 app.config_from_object("celeryconfig")
 app.autodiscover_tasks()
+
+
+@worker_init.connect(weak=False)
+def hide_environment(**_kwargs) -> None:
+    # In the main process, before the pool forks: no process of the worker lets a packaged crawl's child (same user,
+    # crawls.scraping.child_env) read the worker's secrets from its /proc/<pid>/environ.
+    from crawls.scraping.child_env import undumpable
+
+    undumpable()
 
 
 @worker_process_init.connect(weak=False)

@@ -47,6 +47,7 @@ def _float(name: str, default: float) -> float:
 
 # Batches and webhooks (see the TRAWL_BATCH_* / TRAWL_WEBHOOK_* settings for what each means).
 BATCH_MAX_JOBS = _int("TRAWL_BATCH_MAX_JOBS", 5000)
+DEFAULT_MAX_ACTIVE_JOBS = _int("TRAWL_DEFAULT_MAX_ACTIVE_JOBS", 100)
 BATCH_LAUNCH_GRACE_SECONDS = _float("TRAWL_BATCH_LAUNCH_GRACE_SECONDS", 120)
 BATCH_JOB_LOST_SECONDS = _float("TRAWL_BATCH_JOB_LOST_SECONDS", 900)
 WEBHOOK_MAX_ATTEMPTS = _int("TRAWL_WEBHOOK_MAX_ATTEMPTS", 8)
@@ -59,6 +60,9 @@ PUBLIC_URL = os.environ.get("TRAWL_PUBLIC_URL", "http://127.0.0.1:8000")
 # Politeness for domains without a DomainThrottle rule (requests per second and bucket size).
 THROTTLE_DEFAULT_RATE = _float("TRAWL_THROTTLE_DEFAULT_RATE", 2.0)
 THROTTLE_DEFAULT_BURST = _int("TRAWL_THROTTLE_DEFAULT_BURST", 10)
+# Requests in flight at once per domain across the cluster: Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN default.
+THROTTLE_DEFAULT_CONCURRENCY = _int("TRAWL_THROTTLE_DEFAULT_CONCURRENCY", 8)
+THROTTLE_SLOT_LEASE = _float("TRAWL_THROTTLE_SLOT_LEASE", 30)
 
 # Reliability: the job reaper (docs/failure-handling.md). Stale = no heartbeat for this long; default 3 beats + 15 s.
 REAPER_INTERVAL_SECONDS = _int("TRAWL_REAPER_INTERVAL_SECONDS", 15)
@@ -83,6 +87,9 @@ CSRF_TRUSTED_ORIGINS = _list("CSRF_TRUSTED_ORIGINS", "")
 # Packaged scraper versions (docs/packages.md): where uploaded wheels are stored (every worker must reach it), where
 # each machine builds their environments, and where pip finds their dependencies.
 PACKAGE_DIR = os.environ.get("TRAWL_PACKAGE_DIR", str(BASE_DIR / "var" / "packages"))
+PACKAGE_MAX_BYTES = _int("TRAWL_PACKAGE_MAX_BYTES", 20 * 1024 * 1024)
+# A packaged crawl's child gets a Redis user of its own (crawls.scraping.child_redis); 0: REDIS_URL itself.
+PACKAGE_CHILD_REDIS_ACL = _bool("TRAWL_PACKAGE_CHILD_REDIS_ACL", True)
 PACKAGE_CACHE_DIR = os.environ.get("TRAWL_PACKAGE_CACHE_DIR", str(BASE_DIR / "var" / "package-envs"))
 PACKAGE_FIND_LINKS = _list("TRAWL_PACKAGE_FIND_LINKS", "")
 PACKAGE_NO_INDEX = _bool("TRAWL_PACKAGE_NO_INDEX", False)

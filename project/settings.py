@@ -217,7 +217,13 @@ TRAWL_THROTTLE_DEFAULTS = {
     "burst": env.THROTTLE_DEFAULT_BURST,
     "ip_rate": env.THROTTLE_DEFAULT_RATE,
     "ip_burst": env.THROTTLE_DEFAULT_BURST,
+    # Requests in flight at once to a domain across every shard and worker (Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN
+    # is per process: 32 shards would open 32 x 8 connections without it).
+    "concurrency": env.THROTTLE_DEFAULT_CONCURRENCY,
 }
+# How long a worker's hold on in-flight slots lasts without renewal (it renews a third of this): a killed worker's
+# slots come back within this many seconds.
+TRAWL_THROTTLE_SLOT_LEASE = env.THROTTLE_SLOT_LEASE
 # Adaptive politeness (docs/throttling.md): every worker's response latencies and errors per domain feed one controller
 # in Redis that lowers the domain's rate when the site slows or errors and raises it back slowly. Rules opt out with
 # `adaptive: false`; "enabled": False turns it off everywhere. Other keys override throttling.adaptive.AdaptiveConfig.
@@ -246,6 +252,12 @@ TRAWL_USER_AGENTS: list[str] = []  # empty: every request sends USER_AGENT (or t
 # Round-robin between requesters at one priority: a crawl message is a worker slot that runs the owed requester's
 # next job (crawls/fairshare.py, docs/fair-share.md). False: jobs start in submission order within a priority.
 TRAWL_FAIR_SHARE = True
+# Cap on the active shards (queued + running; a job with parallelism N counts N) of a requester whose own
+# max_active_jobs is empty; admins and scheduled work are not capped by it; 0 turns it off. 100: about three times
+# the widest single job (parallelism 32), more than a cluster of a few dozen worker slots runs at once, so an honest
+# requester waits on the workers, not on the cap, while one token can no longer queue without bound (a batch of
+# TRAWL_BATCH_MAX_JOBS is for requesters an admin trusted with a higher cap).
+TRAWL_DEFAULT_MAX_ACTIVE_JOBS = env.DEFAULT_MAX_ACTIVE_JOBS
 TRAWL_BATCH_MAX_JOBS = env.BATCH_MAX_JOBS  # job specs one POST /api/batches/ may carry
 # A batch still `pending` this long after submission (its launcher task was lost) is launched again by the sweeper.
 TRAWL_BATCH_LAUNCH_GRACE_SECONDS = env.BATCH_LAUNCH_GRACE_SECONDS
@@ -346,7 +358,9 @@ TRAWL_INGESTION_MAPPING_SECONDS = 300  # how often beat's `map-categories` runs 
 # The STORAGES alias wheels are kept in. Any Django storage works (a shared directory, an S3 bucket) as long as every
 # crawl worker can read it: each machine copies a wheel from there the first time it runs one of its versions.
 TRAWL_PACKAGE_STORAGE = "packages"
-TRAWL_PACKAGE_MAX_BYTES = 20 * 1024 * 1024  # a spider project's wheel is kilobytes; its dependencies are not uploaded
+# Largest wheel accepted (a 400 naming `package` beyond): a spider project's wheel is kilobytes, its dependencies are
+# not uploaded (pip installs them, as wheels only).
+TRAWL_PACKAGE_MAX_BYTES = env.PACKAGE_MAX_BYTES
 # Per machine: one virtualenv per package hash, built once (under a file lock) and shared by every worker process.
 TRAWL_PACKAGE_CACHE_DIR = env.PACKAGE_CACHE_DIR
 # Local wheel directories pip searches for a package's Requires-Dist, and whether it may also ask the index (pip's
@@ -360,6 +374,9 @@ TRAWL_PACKAGE_CHILD_IDLE_SECONDS = env.PACKAGE_CHILD_IDLE_SECONDS
 # Development only: a changed spider module is imported again by the next job (registry/spiders.py).
 TRAWL_SPIDER_RELOAD = env.SPIDER_RELOAD
 TRAWL_PACKAGE_CHILDREN_KEPT = 2  # warm children per worker process (other packages' are stopped, oldest first)
+# A child runs uploaded code: it gets a Redis user of its own (ACL SETUSER), limited to Trawl's keys, so it cannot
+# reach the broker's. Off: it gets REDIS_URL itself (a Redis without ACL, or whose user may not create users).
+TRAWL_PACKAGE_CHILD_REDIS_ACL = env.PACKAGE_CHILD_REDIS_ACL
 # --- Operations: job logs, monitors, stalls, retention (see docs/operations.md) ------------------------
 # A crawl with no response and no item for this long is stopped and fails `stalled` (a version may set its own).
 TRAWL_STALL_SECONDS = env.STALL_SECONDS

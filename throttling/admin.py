@@ -1,6 +1,7 @@
 """Admin for throttle rules and proxies. Saves go through the services, which publish rules to Redis."""
 
 from dataclasses import asdict
+from typing import Any
 
 from django import forms
 from django.contrib import admin
@@ -22,7 +23,26 @@ from throttling.services import (
 class DomainThrottleForm(forms.ModelForm):
     class Meta:
         model = DomainThrottle
-        fields = ["domain", "rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "adaptive", "note"]
+        fields = [
+            "domain",
+            "rate",
+            "burst",
+            "ip_rate",
+            "ip_burst",
+            "scale",
+            "blocked",
+            "adaptive",
+            "concurrency",
+            "note",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["concurrency"].required = False  # empty: the project's default (TRAWL_THROTTLE_DEFAULTS)
+
+    def clean_concurrency(self) -> int:
+        value = self.cleaned_data.get("concurrency")
+        return default_limits().concurrency if value is None else value
 
     def clean_domain(self) -> str:
         try:
@@ -52,6 +72,7 @@ class DomainThrottleAdmin(admin.ModelAdmin):
         "scale",
         "blocked",
         "adaptive",
+        "concurrency",
         "effective_rate",
         "adaptive_reason",
         "updated_at",

@@ -4,16 +4,23 @@
 -- KEYS[4] bucket of the exact host      KEYS[5] bucket of (egress IP, exact host)
 -- KEYS[6] bucket of the domain          KEYS[7] bucket of (egress IP, domain)
 -- KEYS[8] adaptive state of the exact host   KEYS[9] adaptive state of the registered domain
+-- KEYS[10] in-flight slots of the exact host  KEYS[11] in-flight slots of the registered domain
 -- ARGV[1] "take" or "pause"; ARGV[2..5] default rate, burst, ip_rate, ip_burst; ARGV[6] pause seconds;
 -- ARGV[7] 1 if the defaults (and rules without the field) are adaptive; ARGV[8] tokens wanted (requests of one worker
--- waiting for these buckets together)
+-- waiting for these buckets together); ARGV[9] slot holder ("" = take no slots); ARGV[10] slot lease seconds;
+-- ARGV[11] default concurrency (rules without the field too); ARGV[12] wait_ms when every slot is held
 --
--- Returns {status, wait_ms, rule, granted}: status 1 = granted (pause: done), 0 = wait wait_ms and ask again,
+-- Returns {status, wait_ms, rule, granted, busy}: status 1 = granted (pause: done), 0 = wait wait_ms and ask again,
 -- -1 = domain blocked, -2 = rules not loaded into Redis yet; rule 1 = exact host, 2 = domain, 3 = defaults.
 -- A take grants as many of the tokens wanted as both buckets hold (at least one, or none and a wait); wait_ms is then
 -- when the next token comes, for the requests that got none.
+-- With a holder, a take also takes one in-flight slot per token (never more tokens than free slots); busy = 1 when it
+-- waits because every slot is held. Slots are a hash holder -> "count expiry": a holder (one crawl process) gives
+-- them back as its requests end and renews its expiry while it holds some (throttling/slots.lua); a holder whose
+-- expiry passed (a killed worker) counts for nothing and is removed here.
 --
--- A rule is the string "rate burst ip_rate ip_burst scale blocked adaptive" (rates in tokens/s, flags 0 or 1).
+-- A rule is the string "rate burst ip_rate ip_burst scale blocked adaptive concurrency" (rates in tokens/s, flags 0
+-- or 1, concurrency the slots; rules mirrored before it existed have no concurrency field).
 -- An adaptive rule's rates are also multiplied by the factor the controller keeps in the adaptive state
 -- ("factor baseline reason", throttling/adaptive.py); no state is a factor of 1.
 -- A bucket is the string "tokens ts": `tokens` as of time `ts` (seconds, from Redis TIME, never a worker's clock).
@@ -35,8 +42,9 @@ if which == 1 then state = found[4] end
 if adaptive == '1' and state then scale = scale * tonumber(string.match(state, '^(%S+)')) end
 rate, cap = tonumber(rate) * scale, math.max(1, tonumber(cap))
 ip_rate, ip_cap = tonumber(ip_rate) * scale, math.max(1, tonumber(ip_cap))
-local domain_key, ip_key = KEYS[6], KEYS[7]
-if which == 1 then domain_key, ip_key = KEYS[4], KEYS[5] end
+local domain_key, ip_key, slots_key = KEYS[6], KEYS[7], KEYS[11]
+if which == 1 then domain_key, ip_key, slots_key = KEYS[4], KEYS[5], KEYS[10] end
+local holder = ARGV[9] or ''
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -75,16 +83,44 @@ if ARGV[1] == 'pause' then
   return {1, math.ceil((ts - now) * 1000), which}
 end
 
+-- Free in-flight slots of the domain (holders past their expiry dropped), and this holder's current count.
+local function free_slots()
+  local limit = tonumber(string.match(rule, '^%S+ %S+ %S+ %S+ %S+ %S+ %S+ (%S+)') or ARGV[11])
+  local held, used, mine = redis.call('HGETALL', slots_key), 0, 0
+  for i = 1, #held, 2 do
+    local count, expires = string.match(held[i + 1], '(%S+) (%S+)')
+    if tonumber(expires) <= now then
+      redis.call('HDEL', slots_key, held[i])
+    else
+      used = used + tonumber(count)
+      if held[i] == holder then mine = tonumber(count) end
+    end
+  end
+  return limit - used, mine
+end
+
 if not found[3] then return {-2, 0, which} end
 if blocked == '1' then return {-1, 0, which} end
+local wanted, mine = tonumber(ARGV[8]) or 1, 0
+if holder ~= '' then
+  local free
+  free, mine = free_slots()
+  if free < 1 then return {0, tonumber(ARGV[12]), which, 0, 1} end
+  wanted = math.min(wanted, free)
+end
 local buckets = redis.call('MGET', domain_key, ip_key)
 local tokens, ts = refill(buckets[1], rate, cap)
 local ip_tokens, ip_ts = refill(buckets[2], ip_rate, ip_cap)
 if tokens >= 1 and ip_tokens >= 1 then
-  local granted = math.min(tonumber(ARGV[8]) or 1, math.floor(tokens), math.floor(ip_tokens))
+  local granted = math.min(wanted, math.floor(tokens), math.floor(ip_tokens))
   tokens, ip_tokens = tokens - granted, ip_tokens - granted
   save(domain_key, tokens, ts, rate, cap)
   save(ip_key, ip_tokens, ip_ts, ip_rate, ip_cap)
+  if holder ~= '' then
+    local lease = tonumber(ARGV[10])
+    redis.call('HSET', slots_key, holder, string.format('%d %.6f', mine + granted, now + lease))
+    redis.call('PEXPIRE', slots_key, math.ceil((lease + 60) * 1000))
+  end
   local rest = math.max(wait(tokens, ts, rate), wait(ip_tokens, ip_ts, ip_rate))
   return {1, math.ceil(rest * 1000), which, granted}
 end

@@ -23,6 +23,9 @@ SCRIPT = Path(__file__).with_name("buckets.lua").read_text()
 GRANTED, WAIT, BLOCKED, STALE = "granted", "wait", "blocked", "stale"
 _STATUSES = {1: GRANTED, 0: WAIT, -1: BLOCKED, -2: STALE}
 _RULES = {1: "host", 2: "domain", 3: "default"}
+# How long a request waits before asking again when every in-flight slot of its domain is held: a slot frees when
+# some worker's response arrives, which no clock predicts. Short, so a freed slot is not left idle.
+SLOT_POLL_MS = 50
 
 # The Public Suffix List snapshot shipped inside tldextract: never fetched from the network, never cached on disk.
 _psl = tldextract.TLDExtract(cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True)
@@ -46,17 +49,19 @@ class Limits:
     scale: float = 1.0
     blocked: bool = False
     adaptive: bool = True  # the controller may lower both rates when the site slows or errors (adaptive.py)
+    concurrency: int = 8  # requests in flight at once, cluster-wide (slots, held by workers that take with a holder)
 
     def as_redis(self) -> str:
-        """The rule as the script reads it: "rate burst ip_rate ip_burst scale blocked adaptive"."""
+        """The rule as the script reads it: "rate burst ip_rate ip_burst scale blocked adaptive concurrency"."""
         flags = f"{int(self.blocked)} {int(self.adaptive)}"
-        return f"{self.rate!r} {self.burst} {self.ip_rate!r} {self.ip_burst} {self.scale!r} {flags}"
+        return f"{self.rate!r} {self.burst} {self.ip_rate!r} {self.ip_burst} {self.scale!r} {flags} {self.concurrency}"
 
     @classmethod
     def from_redis(cls, value: str) -> Limits:
-        rate, burst, ip_rate, ip_burst, scale, blocked, *adaptive = value.split()
-        flags = (blocked == "1", adaptive[0] == "1" if adaptive else True)
-        return cls(float(rate), int(burst), float(ip_rate), int(ip_burst), float(scale), *flags)
+        rate, burst, ip_rate, ip_burst, scale, blocked, *rest = value.split()
+        flags = (blocked == "1", rest[0] == "1" if rest else True)
+        concurrency = int(rest[1]) if len(rest) > 1 else cls.concurrency
+        return cls(float(rate), int(burst), float(ip_rate), int(ip_burst), float(scale), *flags, concurrency)
 
 
 @dataclass(frozen=True)
@@ -65,14 +70,16 @@ class Decision:
     wait: float = 0.0  # seconds, when status is `wait` (granted: until the next token, for requests that got none)
     rule: str = ""  # whose rule decided: host | domain | default
     granted: int = 0  # tokens taken, when status is `granted` (at most the number asked for)
+    busy: bool = False  # `wait` because every in-flight slot of the domain is held (not for lack of tokens)
 
 
 class TokenBuckets:
     """Takes one token from a domain's bucket and one from its (egress IP, domain) bucket, atomically, or none."""
 
-    def __init__(self, *, defaults: Limits, prefix: str) -> None:
+    def __init__(self, *, defaults: Limits, prefix: str, slot_lease: float = 30.0) -> None:
         self.defaults = defaults
         self.prefix = prefix
+        self.slot_lease = slot_lease
         self.script = LuaScript(SCRIPT)
         self.rules_loaded_key = f"{prefix}:loaded"
         self.rules_index_key = f"{prefix}:rules"
@@ -91,25 +98,39 @@ class TokenBuckets:
     def window_key(self, domain: str) -> str:
         return f"{self.prefix}:window:{domain}"
 
+    def slots_key(self, domain: str) -> str:
+        """Who holds the domain's in-flight slots: a hash of holder → "count expiry" (throttling/slots.py)."""
+        return f"{self.prefix}:slots:{domain}"
+
+    def slots_domain(self, host: str, decision: Decision) -> str:
+        """Whose slots a granted take counted against: the exact host's when its own rule decided, else the domain's."""
+        host = host.lower().rstrip(".")
+        return host if decision.rule == "host" else registered_domain(host)
+
     def _call(
-        self, host: str, egress: str, mode: str, pause: float = 0.0, tokens: int = 1
+        self, host: str, egress: str, mode: str, pause: float = 0.0, tokens: int = 1, holder: str = ""
     ) -> tuple[list[str], list[Any]]:
         host = host.lower().rstrip(".")
         domain = registered_domain(host)
         keys = [self.rule_key(host), self.rule_key(domain), self.rules_loaded_key]
         keys += [self.bucket_key(host), self.bucket_key(host, egress)]
         keys += [self.bucket_key(domain), self.bucket_key(domain, egress)]
-        keys += [self.state_key(host), self.state_key(domain)]
+        keys += [self.state_key(host), self.state_key(domain), self.slots_key(host), self.slots_key(domain)]
         d = self.defaults
         args = [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause, int(d.adaptive), tokens]
+        args += [holder, self.slot_lease, d.concurrency, SLOT_POLL_MS]
         return keys, args
 
-    def take(self, client: redis.Redis, *, host: str, egress: str, tokens: int = 1) -> Decision:
-        """Take `tokens` from both buckets, or as many as they hold (at least one), or none and say how long to wait."""
-        return _decision(self.script.run(client, *self._call(host, egress, "take", tokens=tokens)))
+    def take(self, client: redis.Redis, *, host: str, egress: str, tokens: int = 1, holder: str = "") -> Decision:
+        """Take `tokens` from both buckets, or as many as they hold (at least one), or none and say how long to wait.
 
-    async def take_async(self, client: Any, *, host: str, egress: str, tokens: int = 1) -> Decision:
-        return _decision(await self.script.run_async(client, *self._call(host, egress, "take", tokens=tokens)))
+        With a `holder` (one crawl process, throttling/slots.py), each token granted also takes one of the domain's
+        in-flight slots for it, as many as are free: the holder gives them back as its requests end."""
+        return _decision(self.script.run(client, *self._call(host, egress, "take", tokens=tokens, holder=holder)))
+
+    async def take_async(self, client: Any, *, host: str, egress: str, tokens: int = 1, holder: str = "") -> Decision:
+        call = self._call(host, egress, "take", tokens=tokens, holder=holder)
+        return _decision(await self.script.run_async(client, *call))
 
     def pause(self, client: redis.Redis, *, host: str, seconds: float) -> float:
         """Empty the domain's bucket and refill nothing for `seconds`, for every worker. Returns the pause left."""
@@ -120,8 +141,9 @@ class TokenBuckets:
 
 
 def _decision(reply: list[int]) -> Decision:
-    status, wait_ms, rule, *granted = (int(part) for part in reply)
-    return Decision(_STATUSES[status], wait_ms / 1000, _RULES.get(rule, ""), granted[0] if granted else 0)
+    status, wait_ms, rule, *rest = (int(part) for part in reply)
+    granted, busy = [*rest, 0, 0][:2]
+    return Decision(_STATUSES[status], wait_ms / 1000, _RULES.get(rule, ""), granted, bool(busy))
 
 
 def retry_after_seconds(value: bytes | str | None, *, now: float) -> float | None:

@@ -1,4 +1,5 @@
-"""Trawl's downloader middlewares: the cluster-wide throttle and User-Agent rotation (proxies: proxies.py).
+"""Trawl's downloader middlewares: the cluster-wide throttle (tokens and in-flight slots) and User-Agent rotation
+(useragents.py; proxies: proxies.py; what the throttle needs around it: crawling.py; slots: slots.py).
 
 They run in the reactor thread. Anything that may take time (Redis, the database) is awaited on the asyncio loop
 or run in a thread: the reactor is never blocked. Settings are read once, in `from_crawler`.
@@ -7,88 +8,39 @@ or run in a thread: the reactor is never blocked. Settings are read once, in `fr
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio
-from django.conf import settings as django_settings
-from scrapy import Request, Spider, signals
+from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import DownloadFailedError, DownloadTimeoutError, IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet.error import ConnectionLost, TCPTimedOutError
-from twisted.internet.error import TimeoutError as TxTimeoutError
-from twisted.web._newclient import ResponseNeverReceived
 
 from project.errors import InfrastructureUnavailable
 from throttling.buckets import BLOCKED, GRANTED, STALE, WAIT, Decision, TokenBuckets, retry_after_seconds
 from throttling.controller import OBSERVE_SECONDS, AdaptiveController, Observed, is_error
+from throttling.crawling import (
+    OVERLOAD_EXCEPTIONS,
+    PAUSE_STATUSES,
+    CrawlClosing,
+    DomainBlocked,
+    crawl_closing,
+    egress_of,
+    load_rules,
+    throttle_options,
+)
+from throttling.slots import SlotLedger
+
+# Re-exported: Scrapy settings and tests name it here.
+from throttling.useragents import UserAgentRotationMiddleware  # noqa: F401
 
 logger = logging.getLogger("trawl.throttle")
-
-PAUSE_STATUSES = (429, 503)
-# Exceptions that say the site is overloaded, for the adaptive controller; DNS errors and refusals say nothing of it.
-OVERLOAD_EXCEPTIONS = (
-    DownloadTimeoutError,
-    DownloadFailedError,
-    TimeoutError,
-    TxTimeoutError,
-    TCPTimedOutError,
-    ConnectionLost,
-    ResponseNeverReceived,
-)
-
-
-class CrawlClosing(IgnoreRequest):
-    """The crawl is stopping (cancel, timeout, watchdog): a request still waiting for a token is dropped, not sent."""
-
-
-def crawl_closing(crawler: Crawler) -> bool:
-    """True once the engine was asked to stop or its spider started closing (requests may still be in flight)."""
-    engine = getattr(crawler, "_engine", None)  # Crawler.engine raises before the crawl starts
-    if engine is None:
-        return False
-    slot = getattr(engine, "_slot", None)  # Scrapy keeps "closing" on its private slot; no public flag says it
-    return not engine.running or (slot is not None and slot.closing is not None)
-
-
-class DomainBlocked(IgnoreRequest):
-    """The request's domain is blocked by its throttle rule: dropped before it leaves."""
-
-
-def trawl_knob(crawler: Crawler, name: str) -> Any:
-    """A Trawl knob a scraper or version may set in its Scrapy settings; else the project's default."""
-    return crawler.settings.get(name, getattr(django_settings, name))
-
-
-def egress_of(request: Request, default: str) -> str:
-    """The egress IP label a request leaves from: its proxy's label, else the proxy's host, else the worker's."""
-    if request.meta.get("trawl_egress"):
-        return request.meta["trawl_egress"]
-    proxy = request.meta.get("proxy")
-    if proxy:
-        return urlsplit(proxy if "://" in proxy else f"http://{proxy}").hostname or default
-    return default
-
-
-def load_rules() -> bool:
-    """Mirror the throttle rules into Redis (in a worker thread: it reads the database)."""
-    from django.db import close_old_connections
-
-    from throttling.services import throttle_rules_load
-
-    try:
-        return throttle_rules_load()
-    finally:
-        close_old_connections()
 
 
 class ThrottleMiddleware:
@@ -98,6 +50,8 @@ class ThrottleMiddleware:
     applies at once) and asks again. Blocked domains: the request is dropped. A 429/503 with Retry-After pauses the
     domain for every worker. Every response's latency and outcome (and every timeout) feeds the domain's adaptive
     controller, which lowers the rate for every worker when the site slows or errors (throttling/controller.py).
+    With a slot ledger (throttling/slots.py), each token also takes one of the domain's in-flight slots, cluster-wide,
+    held until the request ends: while all are held the request waits as for a token.
     `request.meta["dont_throttle"] = True` lets one request skip all of this.
     """
 
@@ -114,8 +68,11 @@ class ThrottleMiddleware:
         load_rules: Callable[[], bool] = load_rules,
         controller: AdaptiveController | None = None,
         closing: Callable[[], bool] = lambda: False,
+        slot_hold: float | None = None,
     ) -> None:
         self.buckets = buckets
+        # With `slot_hold` (the longest a request may hold a slot), requests take cluster-wide in-flight slots.
+        self.slots = None if slot_hold is None else SlotLedger(buckets=buckets, client=self._client, max_hold=slot_hold)
         self.controller = controller
         self.redis_url = redis_url
         self.egress = egress
@@ -135,8 +92,14 @@ class ThrottleMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ThrottleMiddleware:
-        middleware = cls(**throttle_options(), stats=crawler.stats, closing=lambda: crawl_closing(crawler))
+        # A slot outlives no download: one that held its slot longer was lost on a path no hook sees.
+        hold = crawler.settings.getfloat("DOWNLOAD_TIMEOUT") + 60
+        middleware = cls(
+            **throttle_options(), stats=crawler.stats, closing=lambda: crawl_closing(crawler), slot_hold=hold
+        )
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
+        # A request that reached the downloader ends there, whatever the middlewares' hooks see afterwards.
+        crawler.signals.connect(middleware.request_ended, signal=signals.request_left_downloader)
         return middleware
 
     async def process_request(self, request: Request) -> None:
@@ -146,15 +109,17 @@ class ThrottleMiddleware:
         host = urlparse_cached(request).hostname
         if not host:
             return None
-        waited = await self._acquire(host, egress_of(request, self.egress))
+        waited, decision = await self._acquire(host, egress_of(request, self.egress))
+        if self.slots is not None:
+            self.slots.hold(request, self.buckets.slots_domain(host, decision))
         self.stats.inc_value("throttle/requests")
         if waited:
             self.stats.inc_value("throttle/delayed")
             self.stats.inc_value("throttle/wait_seconds", round(waited, 3))
         return None
 
-    async def _acquire(self, host: str, egress: str) -> float:
-        """Wait until both buckets gave a token; return the seconds spent sleeping.
+    async def _acquire(self, host: str, egress: str) -> tuple[float, Decision]:
+        """Wait until both buckets gave a token (and a slot); return the seconds spent sleeping and the grant.
 
         Redis away (restarting, failing over) is waited out for up to `patience` seconds, then the crawl is told
         that Trawl's own infrastructure failed, never that the site did."""
@@ -176,7 +141,9 @@ class ThrottleMiddleware:
                 delay = self.max_sleep
             else:
                 if decision.status == GRANTED:
-                    return waited
+                    return waited, decision
+                if decision.busy:
+                    self.stats.inc_value("throttle/slot_waits")
                 delay = min(await self._delay(host, decision), self.max_sleep)
             if delay > 0:
                 self.stats.inc_value("throttle/waits")
@@ -203,8 +170,9 @@ class ThrottleMiddleware:
         try:
             while waiters := [waiter for waiter in self._takers.pop(key, []) if not waiter.done()]:
                 try:
+                    holder = self.slots.holder if self.slots is not None else ""
                     decision = await self.buckets.take_async(
-                        await self._client(), host=host, egress=egress, tokens=len(waiters)
+                        await self._client(), host=host, egress=egress, tokens=len(waiters), holder=holder
                     )
                 except Exception as exc:  # Redis away, mostly: each request decides (_acquire), none is left hanging
                     for waiter in waiters:
@@ -212,7 +180,9 @@ class ThrottleMiddleware:
                             waiter.set_exception(exc)
                     continue
                 for number, waiter in enumerate(waiters):
-                    if waiter.done():  # its request was dropped meanwhile: the token is spent, nothing more
+                    if waiter.done():  # its request was dropped meanwhile: the token is spent, its slot goes back
+                        if self.slots is not None and decision.status == GRANTED and number < decision.granted:
+                            self.slots.give_back(self.buckets.slots_domain(host, decision), 1)
                         continue
                     if decision.status == GRANTED and number >= decision.granted:
                         waiter.set_result(replace(decision, status=WAIT))  # none left for it: wait for the next
@@ -242,7 +212,13 @@ class ThrottleMiddleware:
             return 0.0 if loaded else 0.05
         return decision.wait
 
+    def request_ended(self, request: Request) -> None:
+        """The request's slot goes back: it left the downloader, or a later middleware answered or dropped it."""
+        if self.slots is not None:
+            self.slots.release(request)
+
     async def process_response(self, request: Request, response: Response) -> Response:
+        self.request_ended(request)
         self._observe(request, latency=request.meta.get("download_latency"), error=is_error(response.status))
         if response.status in PAUSE_STATUSES:
             seconds = retry_after_seconds(response.headers.get(b"Retry-After"), now=time.time())
@@ -259,6 +235,7 @@ class ThrottleMiddleware:
         return response
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
+        self.request_ended(request)
         if isinstance(exception, OVERLOAD_EXCEPTIONS):
             self._observe(request, latency=None, error=True)
         return None
@@ -314,52 +291,8 @@ class ThrottleMiddleware:
             self._send_observed(host)
         while self._calls:
             await asyncio.gather(*self._calls, return_exceptions=True)
+        if self.slots is not None:
+            await self.slots.close()
         if self._redis is not None and self._loop is asyncio.get_running_loop():
             await self._redis.aclose()
         self._redis = self._loop = None
-
-
-def throttle_options() -> dict[str, Any]:
-    """ThrottleMiddleware's arguments from the project's settings: politeness is not a scraper's to turn off."""
-    from throttling.services import throttle_buckets, throttle_controller
-
-    if not django_settings.TRAWL_THROTTLE_ENABLED:
-        raise NotConfigured("TRAWL_THROTTLE_ENABLED is off")
-    return {
-        "buckets": throttle_buckets(),
-        "controller": throttle_controller(),
-        "redis_url": django_settings.REDIS_URL,
-        "egress": django_settings.TRAWL_EGRESS_LABEL,
-        "max_sleep": float(django_settings.TRAWL_THROTTLE_MAX_SLEEP),
-        "max_pause": float(django_settings.TRAWL_THROTTLE_MAX_PAUSE),
-        "patience": float(django_settings.TRAWL_INFRA_PATIENCE_SECONDS),
-    }
-
-
-class UserAgentRotationMiddleware:
-    """Give each request the next User-Agent of TRAWL_USER_AGENTS (a scraper or version may set its own list).
-
-    Off when the list is empty, for a job that pinned one with the `useragent` option, and for a request whose
-    spider set its own User-Agent header. Runs before Scrapy's UserAgentMiddleware, which only fills in blanks.
-    """
-
-    def __init__(self, *, user_agents: list[str]) -> None:
-        if not user_agents:
-            raise NotConfigured  # silently: most crawls rotate nothing
-        self._next = itertools.cycle(user_agents).__next__
-        self.pinned = False
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> UserAgentRotationMiddleware:
-        middleware = cls(user_agents=list(trawl_knob(crawler, "TRAWL_USER_AGENTS") or ()))
-        crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
-        return middleware
-
-    def spider_opened(self, spider: Spider) -> None:
-        # The job's `useragent` option already became USER_AGENT; rotating would override it.
-        self.pinned = bool((getattr(spider, "options", None) or {}).get("useragent"))
-
-    def process_request(self, request: Request) -> None:
-        if not self.pinned and not request.meta.get("dont_rotate_useragent"):
-            request.headers.setdefault(b"User-Agent", self._next())
-        return None

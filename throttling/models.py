@@ -24,6 +24,11 @@ class DomainThrottle(models.Model):
     adaptive = models.BooleanField(
         default=True, help_text="Lower the rate for every worker while the site slows down or errors (never above it)."
     )
+    concurrency = models.PositiveIntegerField(
+        default=8,
+        validators=[MinValueValidator(1)],
+        help_text="Requests to it in flight at once, across every shard and worker of the cluster.",
+    )
     note = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -14,7 +14,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
-from throttling.middlewares import trawl_knob
+from throttling.useragents import trawl_knob
 
 PROXY_META = ("proxy", "trawl_proxy", "trawl_egress")
 

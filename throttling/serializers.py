@@ -34,6 +34,12 @@ class ThrottleInputSerializer(StrictSerializer):
     adaptive = serializers.BooleanField(
         required=False, help_text="Slow down for every worker while the site slows or errors (default true)."
     )
+    concurrency = serializers.IntegerField(
+        min_value=1,
+        max_value=100_000,
+        required=False,
+        help_text="Requests in flight at once to this domain, counted across every worker (default 8).",
+    )
     note = serializers.CharField(allow_blank=True, max_length=2000, required=False)
 
 
@@ -61,6 +67,7 @@ class ThrottleSerializer(serializers.ModelSerializer):
             "scale",
             "blocked",
             "adaptive",
+            "concurrency",
             "effective_rate",
             "effective_ip_rate",
             "adaptive_factor",

@@ -30,7 +30,7 @@ from throttling.models import DomainThrottle, Proxy
 
 logger = logging.getLogger("trawl.throttle")
 
-FIELDS = ("rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "adaptive", "note")
+FIELDS = ("rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "adaptive", "concurrency", "note")
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _LOAD_LOCK_SECONDS = 30
 
@@ -41,7 +41,9 @@ def default_limits() -> Limits:
 
 
 def throttle_buckets() -> TokenBuckets:
-    return TokenBuckets(defaults=default_limits(), prefix=redis_key("throttle"))
+    return TokenBuckets(
+        defaults=default_limits(), prefix=redis_key("throttle"), slot_lease=float(settings.TRAWL_THROTTLE_SLOT_LEASE)
+    )
 
 
 def throttle_controller() -> AdaptiveController | None:
@@ -79,6 +81,7 @@ def throttle_limits(throttle: DomainThrottle) -> Limits:
         scale=throttle.scale,
         blocked=throttle.blocked,
         adaptive=throttle.adaptive,
+        concurrency=throttle.concurrency,
     )
 
 

@@ -8,12 +8,17 @@ without one, or when its parent goes away (stdin closes). It ignores SIGTERM and
 process group is the worker's to handle (a warm shutdown hands the crawl back through the job's frontier, which the
 child's scheduler shares), and the parent stops or kills the child itself.
 
+It runs uploaded code and is given nothing secret: its environment is an allow-list and its Django settings are
+project.settings_child (no database, its own SECRET_KEY, a Redis user of its own), never the project's, whatever
+DJANGO_SETTINGS_MODULE says (crawls.scraping.child_env, docs/packages.md).
+
 Commands arrive on stdin, one JSON object per line: `crawl {job, spider, settings, kwargs}`, `stop {job}`,
-`wake {job}` (its items are stored), `check {spider}`, `exit`. Everything it reports goes to the file descriptor in
-TRAWL_CHILD_FD, one JSON object per line: `item`, `stats` (every second), `error` (the first spider exception), `log`
-(a log record of the crawl, at the crawl's LOG_LEVEL, for the job's log), `store_wanted` (the idle crawl waits for its
-items to be stored), `end` (final stats, finish reason or crawl error), `checked`. The spider's own
-prints go to stderr, never into that channel.
+`wake {job}` (its items are stored), `check {spider}`, `answer {id, value | error}` (to a `call`), `exit`.
+Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per line: `item`, `stats`
+(every second), `error` (the first spider exception), `log` (a log record of the crawl, at the crawl's LOG_LEVEL, for
+the job's log), `store_wanted` (the idle crawl waits for its items to be stored), `end` (final stats, finish reason
+or crawl error), `checked`, `call {id, what, args}` (what Trawl's components would ask the database,
+crawls.scraping.child_db). The spider's own prints go to stderr, never into that channel.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ import sys
 import threading
 from typing import Any
 
-logger = logging.getLogger("trawl.packages")
+from crawls.scraping.child_db import ParentDatabase
+
 STATS_EVERY = 1.0
 
 
@@ -43,6 +49,8 @@ class CrawlServer:
         self.stats_loop = None
         self.log_scope = contextlib.ExitStack()
         self.send_lock = threading.Lock()  # log records may come from any thread
+        # What Trawl's components would ask the database, asked of the parent (the child has none).
+        self.parent_db = ParentDatabase(lambda **fields: self.send("call", job=self.job, **fields))
 
     def send(self, kind: str, **fields: Any) -> None:
         line = json.dumps({"t": kind, **fields}, default=str) + "\n"
@@ -51,10 +59,16 @@ class CrawlServer:
             self.out.flush()
 
     def read_commands(self) -> None:
-        """Thread: stdin → the reactor. EOF means the parent is gone: stop."""
+        """Thread: stdin → the reactor (answers to database calls go straight to the thread waiting for them). EOF
+        means the parent is gone: stop."""
         for line in sys.stdin:
-            if line.strip():
-                self.reactor.callFromThread(self.handle, json.loads(line))
+            if not line.strip():
+                continue
+            command = json.loads(line)
+            if command.get("cmd") == "answer":
+                self.parent_db.answered(command)
+            else:
+                self.reactor.callFromThread(self.handle, command)
         self.reactor.callFromThread(self.quit)
 
     def handle(self, command: dict[str, Any]) -> None:
@@ -187,18 +201,6 @@ def spider_problem(path: str) -> str:
     return ""
 
 
-def prune_own_environment() -> None:
-    """On the way out: this was perhaps the last user of a deprecated version's environment."""
-    try:
-        os.close(int(os.environ["TRAWL_CHILD_LOCK_FD"]))
-        from registry.packages.envs import envs_prune
-        from registry.services.packages import packages_unused
-
-        envs_prune(unused=packages_unused, only=os.environ.get("TRAWL_CHILD_PACKAGE"))
-    except Exception:  # robust: pruning is a courtesy; the next worker start or deprecation prunes again
-        logger.exception("package environment prune failed")
-
-
 def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
@@ -208,7 +210,8 @@ def main() -> None:
     from scrapy.utils.reactor import install_reactor
 
     install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    # Never the project's settings, whatever the environment says: they hold the worker's secrets and database.
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings_child"
     import django
 
     django.setup()
@@ -216,6 +219,7 @@ def main() -> None:
     from twisted.internet import reactor
 
     server = CrawlServer(out=out, reactor=reactor, idle_seconds=float(settings.TRAWL_PACKAGE_CHILD_IDLE_SECONDS))
+    server.parent_db.install()
     threading.Thread(target=server.read_commands, name="commands", daemon=True).start()
     from crawls.scraping.runtime import preload_components, tune_gc
 
@@ -224,7 +228,6 @@ def main() -> None:
     reactor.callWhenRunning(server.send, "ready", pid=os.getpid())
     reactor.callWhenRunning(server._arm_idle)
     reactor.run(installSignalHandlers=False)
-    prune_own_environment()
 
 
 if __name__ == "__main__":

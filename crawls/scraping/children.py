@@ -21,7 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
-from project.installation import installation_id
+from crawls.scraping.child_env import child_environment, undumpable
+from crawls.scraping.child_redis import ChildRedis, ChildRedisError, child_redis_grant, child_redis_revoke
 from registry.models import Package
 from registry.packages.envs import EnvBuildError, PackageEnv, env_lease
 
@@ -43,6 +44,7 @@ class PackageUnavailable(Exception):
 class Child:
     sha256: str
     process: subprocess.Popen
+    redis: ChildRedis = field(default_factory=lambda: ChildRedis(url=""))
     messages: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     last_used: float = field(default_factory=time.monotonic)
 
@@ -102,31 +104,30 @@ def child_for(package: Package) -> Child:
 
 def _spawn(env: PackageEnv, lock_fd: int, sha256: str) -> Child:
     read_fd, write_fd = os.pipe()
-    variables = {
-        **os.environ,
-        # Trawl's code first, then the package's environment (its site-packages, then Trawl's via a .pth).
-        "PYTHONPATH": str(settings.BASE_DIR),
-        "TRAWL_CHILD_FD": str(write_fd),
-        "TRAWL_CHILD_LOCK_FD": str(lock_fd),  # the child holds the environment's shared lock for its whole life
-        "TRAWL_CHILD_PACKAGE": sha256,
-        "TRAWL_INSTALLATION_ID": installation_id(),  # the child's Redis keys are its parent's installation's
-    }
+    grant = ChildRedis(url="")
     try:
+        undumpable()
+        grant = child_redis_grant()
         process = subprocess.Popen(
             [str(env.python), "-P", "-m", "crawls.scraping.child"],
             stdin=subprocess.PIPE,
             cwd=settings.BASE_DIR,
-            env=variables,
+            env=child_environment(channel_fd=write_fd, redis_url=grant.url),
+            # The lock: the child holds the environment's shared lock for its whole life.
             pass_fds=(write_fd, lock_fd),
             text=True,
         )
+    except ChildRedisError as exc:
+        os.close(read_fd)
+        raise PackageUnavailable(str(exc)) from None
     except OSError as exc:
         os.close(read_fd)
+        child_redis_revoke(grant)
         raise PackageUnavailable(f"cannot start {env.python}: {exc}") from None
     finally:
         os.close(write_fd)
         os.close(lock_fd)
-    child = Child(sha256=sha256, process=process)
+    child = Child(sha256=sha256, process=process, redis=grant)
     threading.Thread(target=_read, args=(child, read_fd), name=f"package-{sha256[:8]}", daemon=True).start()
     return child
 
@@ -138,7 +139,26 @@ def _read(child: Child, read_fd: int) -> None:
                 child.messages.put(json.loads(line))
             except ValueError:
                 logger.warning("package child %s sent a bad line: %.200r", child.sha256[:12], line)
-    child.messages.put({"t": "eof", "error": f"exited with code {child.process.wait()}"})
+    code = child.process.wait()
+    _after_exit(child)
+    child.messages.put({"t": "eof", "error": f"exited with code {code}"})
+
+
+def _after_exit(child: Child) -> None:
+    """The child is gone: its Redis user goes, and it was perhaps the last user of a deprecated version's
+    environment. Here, not in the child: that asks the database, which the child has no access to."""
+    child_redis_revoke(child.redis)
+    from django.db import connections
+
+    from registry.packages.envs import envs_prune
+    from registry.services.packages import packages_unused
+
+    try:
+        envs_prune(unused=packages_unused, only=child.sha256)
+    except Exception:  # robust: pruning is a courtesy; the next worker start or deprecation prunes again
+        logger.exception("package environment prune failed")
+    finally:
+        connections.close_all()  # this thread's own connections: it ends now
 
 
 def child_discard(child: Child) -> None:

@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from crawls.scraping.child_db import CallScope, db_call_answer
+from crawls.scraping.child_redis import child_redis_keys
 from crawls.scraping.children import Child, child_discard, child_for
 from crawls.scraping.runner import STOP_GRACE_SECONDS, CrawlResult, CrawlSession
 from registry.models import Package, ScraperVersion
@@ -36,12 +38,14 @@ def run_packaged(
     """run_spider for a packaged version. Raises PackageUnavailable before the crawl if the package cannot run."""
     child = child_for(package)
     session, crawl_id = CrawlSession(), uuid.uuid4().hex
+    scope = CallScope.of_crawl(settings=settings, spider_kwargs=spider_kwargs)
+    child_redis_keys(child.redis, crawl=settings)  # this crawl's frontier and incremental cache, no other's
     child.send(cmd="crawl", job=crawl_id, spider=spider, settings=settings, kwargs=spider_kwargs)
     deadline = time.monotonic() + timeout
     stopped_because, stop_deadline, end = "", None, None
     try:
         while end is None:
-            end = _pump(child, session, crawl_id, wait=tick_seconds)
+            end = _pump(child, session, crawl_id, scope, wait=tick_seconds)
             if end is not None:
                 break
             wake, session.store_wanted = session.store_wanted, False
@@ -59,6 +63,8 @@ def run_packaged(
         if end is None or end.get("t") != "end":
             # Killed, crashed, or this thread was interrupted (soft time limit): that child is in no state to reuse.
             child_discard(child)
+    if end.get("t") == "end":
+        child_redis_keys(child.redis)  # between crawls: the throttle's keys only
     child.last_used = time.monotonic()
     stats = end.get("stats") if end.get("stats") is not None else dict(session.reported_stats)
     session.final_stats, session.finish_reason = stats, end.get("reason", "")
@@ -72,7 +78,9 @@ def run_packaged(
     return result, session
 
 
-def _pump(child: Child, session: CrawlSession, crawl_id: str, *, wait: float) -> dict[str, Any] | None:
+def _pump(
+    child: Child, session: CrawlSession, crawl_id: str, scope: CallScope, *, wait: float
+) -> dict[str, Any] | None:
     """Move the child's messages into the session for up to `wait` seconds; the `end` message if it came."""
     until = time.monotonic() + wait
     while (left := until - time.monotonic()) > 0:
@@ -92,6 +100,8 @@ def _pump(child: Child, session: CrawlSession, crawl_id: str, *, wait: float) ->
             session.first_spider_error = message["d"]
         elif kind == "log":
             _relog(message["d"])
+        elif kind == "call":
+            child.send(**db_call_answer(message, scope))  # what its components ask the database (child_db)
         elif kind == "store_wanted":
             session.store_wanted = True
             return None  # tick now: the crawl waits for its items to be stored
@@ -101,6 +111,21 @@ def _pump(child: Child, session: CrawlSession, crawl_id: str, *, wait: float) ->
 
 
 def _relog(fields: dict[str, Any]) -> None:
-    """A child's log record, handled here as if logged here: this process's job log capture stores it."""
-    record = logging.makeLogRecord({**fields, "args": None, "exc_text": fields.get("exc_text") or None})
+    """A child's log record, handled here as if logged here: this process's job log capture stores it. Only the
+    fields a record of the child's LogForwarder has, as the types it sends: the child is not trusted to build this
+    process's log records (an `exc_info`, `args` or `stack_info` of its making)."""
+    level = fields.get("levelno")
+    level = level if type(level) is int else logging.INFO
+    created = fields.get("created")
+    record = logging.makeLogRecord(
+        {
+            "name": str(fields.get("name") or "package"),
+            "levelno": level,
+            "levelname": logging.getLevelName(level),
+            "msg": str(fields.get("msg", "")),
+            "args": None,
+            "created": created if type(created) in (int, float) else time.time(),
+            "exc_text": str(fields.get("exc_text") or "") or None,
+        }
+    )
     logging.getLogger(record.name).handle(record)

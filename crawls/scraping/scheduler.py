@@ -11,6 +11,10 @@ that may yield more, and lets it close once the queue is empty and nothing is in
 
 Start requests are always checked against the seen-set, even with `dont_filter`: a resumed attempt or a second shard
 runs the spider's start() again, and must not fetch the start URL a second time.
+
+The shard's lease is renewed by a thread of its own (crawls.frontier.LeaseKeeper), not by the reactor, which a long
+callback or a full item queue may hold. A frontier that Redis lost (crawls.frontier.leases: its epoch is gone) stops
+the crawl with `frontier_lost`; the job is then requeued to start again (crawls.services.execution).
 """
 
 from __future__ import annotations
@@ -27,53 +31,26 @@ import redis
 from django.conf import settings as django_settings
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.dupefilters import BaseDupeFilter
-from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.request import request_from_dict
 
-from crawls.frontier import Frontier, async_binary_redis, compact_fingerprint
+from crawls.frontier import Frontier, FrontierEnded, FrontierLost, async_binary_redis
+from crawls.scraping.dupefilter import FrontierDupeFilter, frontier_for
+from crawls.scraping.engine_hooks import on_request_finished, poke_engine_later, store_wanted, wake_engine
 from crawls.scraping.handoff import HANDOFF, handoff_missing, item_passed
+from crawls.scraping.lease import ShardLease
 
 logger = logging.getLogger("trawl.frontier")
 
-# Sent when the crawl is idle but may not end yet because written-ahead items are not stored (or another shard still
-# holds requests): whoever stores this crawl's items (crawls.scraping.runner) should do it now, not at its next tick.
-store_wanted = object()
 IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
 # Requests this shard queued, kept as objects until it takes them back (most of a shard's requests are its own), so
 # taking one costs no unpickling: as Scrapy's memory queue does, it gets back the object it queued. Beyond this many
 # (the oldest go first), or when another shard or attempt takes them, they are rebuilt from Redis.
 REQUESTS_KEPT_MAX = 10_000
 COMMIT_RETRY_MAX_PAUSE = 2.0  # seconds between tries of a commit while Redis is away (TRAWL_INFRA_PATIENCE_SECONDS)
-
-
-def frontier_for(settings: Any) -> Frontier:
-    """The frontier a crawl's settings name (TRAWL_FRONTIER = {"job", "attempt", "shard"})."""
-    spec = settings.getdict("TRAWL_FRONTIER")
-    return Frontier(spec["job"], attempt=int(spec.get("attempt", 1)), shard=int(spec.get("shard", 0)))
-
-
-class FrontierDupeFilter(BaseDupeFilter):
-    """The seen-set in Redis: 12-byte fingerprints, shared by every shard and attempt of the job."""
-
-    def __init__(self, frontier: Frontier, fingerprinter: Any, stats: Any = None) -> None:
-        self.frontier = frontier
-        self.fingerprinter = fingerprinter
-        self.stats = stats
-
-    @classmethod
-    def from_crawler(cls, crawler: Any) -> FrontierDupeFilter:
-        return cls(frontier_for(crawler.settings), crawler.request_fingerprinter, crawler.stats)
-
-    def request_fingerprint(self, request: Request) -> bytes:
-        return compact_fingerprint(self.fingerprinter.fingerprint(request))
-
-    def request_seen(self, request: Request) -> bool:
-        return self.frontier.seen(self.request_fingerprint(request))
-
-    def log(self, request: Request, spider: Spider) -> None:
-        if self.stats is not None:
-            self.stats.inc_value("dupefilter/filtered")
+# Names other modules import from here: the DUPEFILTER_CLASS setting names this module, the runner and the child wake
+# the engine and listen for store_wanted.
+__all__ = ("FrontierDupeFilter", "FrontierScheduler", "frontier_for", "store_wanted", "wake_engine")
 
 
 class FrontierScheduler(BaseScheduler):
@@ -103,7 +80,7 @@ class FrontierScheduler(BaseScheduler):
         # payload -> the request it was made of (REQUESTS_KEPT_MAX); ordered, to drop the oldest in O(1)
         self.kept: OrderedDict[bytes, Request] = OrderedDict()
         self.local: deque[Request] = deque()  # requests that cannot be serialized (not durable, as Scrapy's own)
-        self.renewal: Any = None
+        self.lease = ShardLease(crawler, frontier)  # renewed beside the reactor; knows when the frontier is lost
         self.leave = ""  # "done" / "last" once this shard left the job
         self.poke: Any = None  # the pending call that wakes an idle engine
         # Fingerprints this shard knows are in the seen-set (it only grows): most links point at pages already
@@ -119,22 +96,13 @@ class FrontierScheduler(BaseScheduler):
         return cls(crawler, frontier, FrontierDupeFilter(frontier, crawler.request_fingerprinter, crawler.stats))
 
     def open(self, spider: Spider) -> None:
-        from twisted.internet.task import LoopingCall
-
         self.spider = spider
-        reclaimed = self.frontier.renew()
-        if reclaimed < 0:
-            raise CloseSpider("trawl_job_ended")  # a shard that started after the job ended
-        if reclaimed:
-            logger.info("frontier: %s request(s) of earlier attempts or dead shards back in the queue", reclaimed)
-            self.stats.inc_value("frontier/reclaimed", reclaimed)
-        self.renewal = LoopingCall(self._renew)
-        self.renewal.start(max(0.5, self.frontier.lease_ms / 3000), now=False)
+        self.lease.take()
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle, weak=False)
         if handoff_missing(self.crawler):  # the items would not be written ahead: lost if the shard dies
             raise RuntimeError(f"FrontierScheduler needs {HANDOFF} in ITEM_PIPELINES_BASE (with_item_handoff)")
         self.crawler.signals.connect(self._on_item, signal=item_passed, weak=False)
-        _on_request_finished(self.crawler, self._finished)
+        on_request_finished(self.crawler, self._finished)
 
     def close(self, reason: str) -> Any:
         """Send what is left and wait until every commit landed (the engine waits for the Deferred returned)."""
@@ -142,8 +110,7 @@ class FrontierScheduler(BaseScheduler):
 
         self.closing = True  # take nothing more into flight
         self._send_outbox()
-        if self.renewal is not None and self.renewal.running:
-            self.renewal.stop()
+        self.lease.stop()
         if self.poke is not None and self.poke.active():
             self.poke.cancel()
         return deferred_from_coro(self._closed())
@@ -199,7 +166,7 @@ class FrontierScheduler(BaseScheduler):
 
         One commit at a time: what comes meanwhile goes with the next, sent as the one under way lands. On a busy
         reactor that is several pages' worth in one script call instead of one call each."""
-        if self.commits or self.failed:
+        if self.commits or self.failed or self.lease.lost:  # lost: a commit would rebuild half a frontier
             return
         take = self._free_slots()
         if not (self.outbox or self.items or self.done or (take and self.maybe_pending)):
@@ -247,6 +214,9 @@ class FrontierScheduler(BaseScheduler):
                     pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE)
             self.taken.extend(committed.taken)
             self.maybe_pending = committed.pending > 0
+        except FrontierLost as exc:
+            self.lease.lose("commit", ended=isinstance(exc, FrontierEnded))
+            return
         except Exception:  # a bug: the request stays in flight, so stop rather than wait for it forever
             logger.exception("frontier: commit failed; stopping the crawl")
             self.stats.inc_value("trawl/infrastructure_errors")
@@ -295,16 +265,6 @@ class FrontierScheduler(BaseScheduler):
         self.done.append(member)  # sent with what it yielded: in Redis before it leaves flight
         self._send_outbox()
 
-    def _renew(self) -> None:
-        try:
-            reclaimed = max(0, self.frontier.renew())
-        except Exception:  # Redis away for a moment: the lease outlives a few missed renewals
-            logger.warning("frontier: lease renewal failed; trying again", exc_info=True)
-            return
-        if reclaimed:
-            logger.info("frontier: %s request(s) of a dead shard back in the queue", reclaimed)
-            self.stats.inc_value("frontier/reclaimed", reclaimed)
-
     def _on_idle(self, spider: Spider) -> None:
         """Close only when the job is done: queue empty and no shard holding a request (see Frontier.try_finish)."""
         if self.leave:
@@ -313,6 +273,9 @@ class FrontierScheduler(BaseScheduler):
             self._send_outbox()
             raise DontCloseSpider("frontier: committing")  # the commit wakes the engine when it has landed
         verdict = self.frontier.try_finish()
+        if verdict in ("lost", "ended"):
+            self.lease.lose("the idle check", ended=verdict == "ended")
+            raise DontCloseSpider(f"frontier: {verdict}")  # closing with that reason, not as finished
         self.maybe_pending = verdict == "work"
         if verdict in ("done", "last"):
             self.leave = verdict
@@ -325,39 +288,5 @@ class FrontierScheduler(BaseScheduler):
         if verdict == "wait":
             self.crawler.signals.send_catch_log(signal=store_wanted)
         if self.poke is None or not self.poke.active():
-            self.poke = _poke_engine_later(self.crawler)
+            self.poke = poke_engine_later(self.crawler, IDLE_POLL_SECONDS)
         raise DontCloseSpider(f"frontier: {verdict}")
-
-
-def _on_request_finished(crawler: Any, callback: Any) -> None:
-    """Call `callback(request)` when the engine is done with a scheduled request: after its download, its callback's
-    output and its items. Scrapy has no signal for that moment; the engine's slot forgets the request then."""
-    slot = getattr(crawler.engine, "_slot", None)
-    remove = getattr(slot, "remove_request", None)
-    if remove is None:  # a Scrapy without that slot: a request counts as done when it leaves the downloader
-        crawler.signals.connect(
-            lambda request, spider: callback(request), signal=signals.request_left_downloader, weak=False
-        )
-        return
-
-    def remove_request(request: Request) -> None:
-        try:
-            callback(request)
-        finally:
-            remove(request)
-
-    slot.remove_request = remove_request
-
-
-def wake_engine(crawler: Any) -> None:
-    """Ask the engine to look for requests now, not at its 5-second heartbeat."""
-    slot = getattr(crawler.engine, "_slot", None)
-    if slot is not None and slot.closing is None:
-        slot.nextcall.schedule()
-
-
-def _poke_engine_later(crawler: Any) -> Any:
-    """Wake the engine soon: other shards queue work."""
-    from twisted.internet import reactor
-
-    return reactor.callLater(IDLE_POLL_SECONDS, wake_engine, crawler)

@@ -68,7 +68,7 @@ def batch_create(
             errors[index] = {exc.field or "detail": [exc.message]}
     if errors:
         raise BatchSpecError(errors)
-    jobs_admit(requester=requester, count=len(specs))
+    jobs_admit(requester=requester, shards=sum(spec.get("parallelism", 1) for spec in specs), jobs=len(specs))
     batch = Batch.objects.create(
         requester=requester, name=name, priority=priority, callback_url=callback_url, total=len(specs)
     )

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from access.tenancy import job_tenant_id
 from crawls.cancel import cancel_requested
+from crawls.frontier import FrontierLost
 from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.progress import PROGRESS_SECONDS, progress_store
 from crawls.scraping.children import PackageUnavailable
@@ -75,6 +76,8 @@ class JobTracker:
         try:
             self.flush(session, budget=FLUSH_BUDGET_SECONDS)
             reason = self._beat(session)
+        except FrontierLost:
+            return "infrastructure"  # Redis lost the job's frontier: stop; _job_run requeues the job to start again
         except DATABASE_UNAVAILABLE as exc:
             # Trawl's database, not the site: keep the items, let the crawl wait, try again next tick (bounded).
             self.db_down_since = self.db_down_since or time.monotonic()
@@ -262,6 +265,8 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
         )
     except PackageUnavailable as exc:
         return _result(job_end(job=job, error_class=ErrorClass.PACKAGE, message=exc.message) or job)
+    if frontier is not None:
+        frontier.check_intact(crawl.stats)  # a crawl of a lost frontier is a part of the site: never its success
     if crawl.stopped_because == "infrastructure" or crawl.stats.get("trawl/infrastructure_errors"):
         raise InfrastructureUnavailable(
             f"the crawl could not reach Trawl's Redis or database ({crawl.stopped_because})"

@@ -115,7 +115,7 @@ def job_create(
         parallelism=parallelism,
     )
     job_options_validate(options)
-    jobs_admit(requester=requester, count=1)
+    jobs_admit(requester=requester, shards=parallelism)
     job = CrawlJob.objects.create(
         url=url,
         scraper=scraper_obj,

@@ -5,6 +5,11 @@ and publishes shards 1..N-1, which join while the job is running at that attempt
 frontier in Redis (crawls.frontier). A shard that finds the queue empty and nothing in flight anywhere leaves; the
 last to leave ends the job through `job_end`, with the stats of every shard of every attempt summed. Any other way
 a shard stops (cancel, timeout, a watchdog, a crash) ends the job for all: the others see it at their next heartbeat.
+
+Shard 0 opens the frontier before it publishes the others: it joins the frontier an earlier attempt left, or creates
+a fresh one (a new epoch, crawls.frontier.leases) when there is none, say after Redis lost it; the crawl then starts
+again from its start URL. The other shards only join: one that finds no frontier never recreates it while the rest
+still work. A shard that finds its frontier lost raises FrontierLost, and the job is requeued to start again.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from crawls.frontier import Frontier
+from crawls.frontier import Frontier, FrontierLost
 from crawls.models import CrawlJob, JobStatus
 from crawls.publish import publish_crawl, publish_shards
 from project.redis import get_redis, redis_key
@@ -42,9 +47,10 @@ def shard_join(*, job_id: str, attempt: int, shard: int, worker: str) -> CrawlJo
     return job
 
 
-def frontier_settings(*, job_id: str, attempt: int, shard: int) -> dict[str, Any]:
-    """The Scrapy settings that make a crawl one shard of a job's frontier in Redis."""
-    spec = {"job": job_id, "attempt": attempt, "shard": shard}
+def frontier_settings(*, job_id: str, attempt: int, shard: int, epoch: str = "") -> dict[str, Any]:
+    """The Scrapy settings that make a crawl one shard of a job's frontier in Redis (`epoch`: the frontier's, as its
+    task opened it; without one the crawl's scheduler opens it)."""
+    spec = {"job": job_id, "attempt": attempt, "shard": shard, "epoch": epoch}
     return {"SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER, "TRAWL_FRONTIER": spec}
 
 
@@ -57,7 +63,16 @@ class Shard:
         self.frontier = Frontier(job.pk, attempt=job.attempt, shard=index)
 
     def scrapy_settings(self) -> dict[str, Any]:
-        return frontier_settings(job_id=str(self.job.pk), attempt=self.job.attempt, shard=self.index)
+        """The crawl's frontier settings, once the frontier is open: shard 0 may create it, the others only join it
+        (FrontierLost if it is gone). Before the other shards are published, so they find it."""
+        epoch = self.frontier.open(create=self.index == 0)
+        return frontier_settings(job_id=str(self.job.pk), attempt=self.job.attempt, shard=self.index, epoch=epoch)
+
+    def check_intact(self, crawl_stats: dict[str, Any]) -> None:
+        """Raise FrontierLost if this shard's task or its crawl found the job's frontier gone: what it fetched is a
+        part of the site, and the job must start again (never end `succeeded` on it)."""
+        if self.frontier.lost or crawl_stats.get("frontier/lost"):
+            raise FrontierLost(f"the frontier of job {self.job.pk} is gone from Redis (emptied or restarted empty)")
 
     def publish_others(self) -> None:
         if self.index == 0 and self.job.parallelism > 1:
@@ -65,7 +80,8 @@ class Shard:
 
     def total(self, progress: dict[str, Any], *, final: bool = False) -> dict[str, Any]:
         """This shard's `progress` recorded (`final` once its crawl is over), summed with every other shard's and
-        earlier attempts'."""
+        earlier attempts'. FrontierLost if the frontier is gone: the final total is the job's last look at it before
+        its outcome, and a frontier whose last look finds it intact was whole when the crawl ended."""
         self.frontier.stored(0, progress={**progress, FINAL: True} if final else progress)
         snapshots = self.frontier.progress()
         summed = stats_sum(snapshots.values())

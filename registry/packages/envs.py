@@ -31,6 +31,30 @@ from registry.models import Package
 logger = logging.getLogger("trawl.packages")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 LOG_KEPT = 20_000  # characters of pip's output kept in a failed version's package_log
+WHEELS_ONLY = (
+    "Dependencies are installed from wheels only (pip --only-binary :all:): one published only as a source "
+    "distribution (sdist) is not installed, since building it runs its code on the worker. Build a wheel of it and "
+    "put it in a TRAWL_PACKAGE_FIND_LINKS directory"
+)
+BUILD_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+)
 
 
 class EnvBuildError(Exception):
@@ -126,6 +150,9 @@ def env_build(*, env: PackageEnv, package: Package) -> None:
 def _pip_install(env: PackageEnv, wheel: Path) -> list[str]:
     command = [sys.executable, "-m", "pip", "--python", str(env.python), "install"]
     command += ["--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
+    # Wheels only, for the package's dependencies too: installing a source distribution runs its setup.py (any code
+    # its author wrote) on this crawl worker, with the worker's access.
+    command += ["--only-binary", ":all:"]
     for directory in settings.TRAWL_PACKAGE_FIND_LINKS:
         command += ["--find-links", directory]
     if settings.TRAWL_PACKAGE_NO_INDEX:
@@ -140,14 +167,24 @@ def _run(command: list[str], *, what: str) -> str:
             capture_output=True,
             text=True,
             timeout=settings.TRAWL_PACKAGE_BUILD_TIMEOUT,
-            env={**os.environ, "PIP_REQUIRE_VIRTUALENV": "0"},
+            env=_build_environment(),
         )
     except subprocess.TimeoutExpired as exc:
         raise EnvBuildError(f"{what} took over {settings.TRAWL_PACKAGE_BUILD_TIMEOUT}s", _text(exc.output)) from None
     log = (done.stdout + done.stderr)[-LOG_KEPT:]
     if done.returncode:
-        raise EnvBuildError(f"{what} failed (exit {done.returncode}): {_last_line(done.stderr or done.stdout)}", log)
+        reason = _last_line(done.stderr or done.stdout)
+        if "No matching distribution found" in reason:
+            reason += f". {WHEELS_ONLY}"
+        raise EnvBuildError(f"{what} failed (exit {done.returncode}): {reason}", log)
     return log
+
+
+def _build_environment() -> dict[str, str]:
+    """venv and pip get what they need of the worker's environment (pip's own configuration, proxies, certificates),
+    not its secrets: an allow-list, like a packaged crawl's child (crawls.scraping.child_env)."""
+    kept = {name: value for name, value in os.environ.items() if name in BUILD_ENV or name.startswith("PIP_")}
+    return {**kept, "PIP_REQUIRE_VIRTUALENV": "0"}
 
 
 def envs_prune(*, unused: Callable[[Iterable[str]], set[str]], only: str | None = None) -> list[str]:

@@ -61,8 +61,8 @@ def test_a_batch_counts_all_its_jobs_and_ended_jobs_free_their_place(builtins, s
 
 
 @pytest.mark.django_db
-def test_no_limit_by_default_and_the_command_sets_one(builtins, sent_tasks):
-    api, requester = limited("free", None)
+def test_the_command_sets_a_cap_of_its_own(builtins, sent_tasks):
+    api, requester = limited("free", None)  # the installation default (100) applies meanwhile
     assert all(api.post("/api/jobs/", {"url": f"{SHOP}/{n}"}, format="json").status_code == 201 for n in range(5))
 
     out = StringIO()

@@ -1,13 +1,17 @@
-"""The job's frontier in Redis: queue order, the seen-set, in-flight leases, reclaiming, leaving, expiry, deletion."""
+"""The job's frontier in Redis: queue order, the seen-set, in-flight leases, reclaiming, leaving, expiry, deletion;
+its epoch (a frontier Redis lost is noticed, never rebuilt in part); leases renewed while the reactor is blocked."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
-from crawls.frontier import FINGERPRINT_BYTES, Frontier, binary_redis, frontier_delete
-from crawls.services.shards import stats_sum
+from crawls.frontier import FINGERPRINT_BYTES, Frontier, FrontierEnded, FrontierLost, binary_redis, frontier_delete
+from crawls.services.jobs import job_claim, job_requeue_infrastructure
+from crawls.services.shards import Shard, stats_sum
+from tests.workers import last_json_line, script_run
 
 pytestmark = pytest.mark.django_db
 
@@ -161,3 +165,247 @@ def test_a_reclaimed_shard_takes_nothing_more_into_flight(frontier):
     assert late.taken == []
     assert late.pending == 2
     assert sorted(Frontier.payload(member) for member in new.pop(5)) == [b"found late", b"one"]
+
+
+def test_a_shard_renewing_a_lease_that_ran_out_keeps_its_own_requests(frontier, settings):
+    """Renewing says the shard is alive: what it holds stays its own (taken back, it would be fetched twice)."""
+    settings.TRAWL_FRONTIER_LEASE_SECONDS = 0.001
+    shard = Frontier("test-job")
+    shard.renew()
+    shard.push(b"held")
+    shard.pop()
+    time.sleep(0.05)  # the lease ran out meanwhile (a renewal came late)
+    assert shard.renew() == 0
+    assert shard.try_finish() == "wait"
+    assert (shard.inflight_payloads(), shard.pending()) == ([b"held"], 0)
+
+
+def lose(frontier: Frontier) -> None:
+    """What Redis emptied (restarted without its data, flushed) does to a job: every key of its frontier gone."""
+    client = binary_redis()
+    if keys := client.keys(frontier.key("*")):
+        client.delete(*keys)
+
+
+def test_a_frontier_redis_lost_is_noticed_by_every_call_and_none_rebuilds_it(frontier):
+    frontier.renew()
+    frontier.push(b"one")
+    [member] = frontier.pop()
+    lose(frontier)
+
+    with pytest.raises(FrontierLost):
+        frontier.commit(requests=[(b"found", 0, b"\x01" * FINGERPRINT_BYTES)], items=[b"{}"], done=[member], take=8)
+    with pytest.raises(FrontierLost):
+        frontier.renew()
+    with pytest.raises(FrontierLost):
+        frontier.stored(1, progress={"pages": 1})
+    assert frontier.try_finish() == "lost"  # never "last": the crawl does not end as if the site were done
+    assert frontier.release() == 0
+    assert frontier.adopt(10) == []
+    assert frontier.lost
+    assert binary_redis().keys(frontier.key("*")) == []  # not half a frontier for the next attempt to trust
+
+
+def test_after_a_loss_only_the_next_attempt_creates_a_fresh_frontier_and_the_old_shards_stay_out(frontier):
+    first = frontier.open(create=True)
+    other = Frontier("test-job", attempt=1, shard=1)
+    assert other.open(create=False) == first  # the other shards join the frontier shard 0 opened
+    frontier.renew()
+    other.renew()
+    frontier.push(b"page", fingerprint=b"\x01" * FINGERPRINT_BYTES)
+    lose(frontier)
+    binary_redis().sadd(frontier.key("seen"), b"\x02" * FINGERPRINT_BYTES)  # a write that outlived the loss
+
+    with pytest.raises(FrontierLost):  # a shard of the same attempt never recreates it: the others still run
+        Frontier("test-job", attempt=1, shard=1).open(create=False)
+    fresh = Frontier("test-job", attempt=2, shard=0)
+    epoch = fresh.open(create=True)
+
+    assert epoch and epoch != first
+    assert fresh.push(b"start", fingerprint=b"\x02" * FINGERPRINT_BYTES)  # what outlived the loss is gone
+    with pytest.raises(FrontierLost):  # a shard of the lost frontier writes nothing into the new one
+        other.commit(requests=[(b"late", 0, None)], take=1)
+    assert other.try_finish() == "lost"
+    assert frontier.try_finish() == "lost"
+    fresh.renew()
+    assert [Frontier.payload(member) for member in fresh.pop(5)] == [b"start"]
+
+
+def test_a_shard_still_crawling_when_another_ended_the_job_stops_without_writing(frontier):
+    frontier.renew()
+    frontier.push(b"one")
+    frontier_delete(job_id="test-job")  # another shard ended the job (timeout, cancel): its frontier went with it
+
+    with pytest.raises(FrontierEnded):
+        frontier.commit(requests=[(b"found", 0, None)], take=8)
+    with pytest.raises(FrontierEnded):
+        frontier.stored(1, progress={"pages": 1})
+    assert frontier.try_finish() == "ended"
+    assert frontier.renew() == -1
+    assert binary_redis().keys(frontier.key("*")) == [frontier.key("ended").encode()]
+
+
+def test_a_job_whose_frontier_is_lost_before_its_final_tally_is_requeued_to_a_fresh_frontier(api, builtins, sent_tasks):
+    """The shards' side (crawls.services.shards): shard 0 opens the frontier, the others join it; a tally after the
+    loss raises (the task then requeues the job, never ends it), a shard joining late never recreates it, and shard 0
+    of the next attempt starts a fresh one."""
+    response = api.post("/api/jobs/", {"url": "http://shop.test/", "parallelism": 2}, format="json")
+    job = job_claim(job_id=response.json()["id"], attempt=1, worker="test")
+    first, second = Shard(job, index=0), Shard(job, index=1)
+    epoch = first.scrapy_settings()["TRAWL_FRONTIER"]["epoch"]
+    assert second.scrapy_settings()["TRAWL_FRONTIER"]["epoch"] == epoch
+    first.total({"pages": 3})
+    lose(first.frontier)
+
+    with pytest.raises(FrontierLost):
+        first.total({"pages": 5}, final=True)  # the last look before the outcome
+    with pytest.raises(FrontierLost):
+        Shard(job, index=1).scrapy_settings()
+    with pytest.raises(FrontierLost):
+        first.check_intact({})
+    requeued = job_requeue_infrastructure(job=job, reason="FrontierLost")  # what job_execute does with it
+    fresh = Shard(requeued, index=0).scrapy_settings()["TRAWL_FRONTIER"]["epoch"]
+
+    assert (requeued.status, requeued.attempt, requeued.max_attempts - requeued.attempt) == ("queued", 2, 2)
+    assert fresh and fresh != epoch
+    Frontier(job.pk).delete()
+
+
+def test_a_late_shard_of_an_ended_job_opens_nothing():
+    frontier_delete(job_id="ended-job")
+    late = Frontier("ended-job", attempt=1, shard=0)
+    assert late.open(create=True) == ""
+    assert late.renew() == -1
+    assert binary_redis().keys(late.key("*")) == [late.key("ended").encode()]
+    late.delete()
+
+
+LEASE_SCRIPT = """
+import json, os, sys, time, uuid
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+import django
+django.setup()
+from crawls.frontier import Frontier
+from crawls.scraping.runner import run_spider
+from crawls.scraping.spiders.link import LinkSpider
+from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+
+url, job, block = sys.argv[1], uuid.uuid4().hex, float(sys.argv[2])
+frontier = Frontier(job)
+other = Frontier(job, shard=1)  # another shard of the job, played from here: it takes back a dead shard's requests
+store = storing_tick(frontier)
+report = {"reclaimed": 0, "lease_left_ms": [], "held_at_block": 0}
+window = []
+
+def hold_reactor():
+    window.append(time.monotonic())
+    time.sleep(block)  # in the reactor thread: no download, no callback, no timed call runs meanwhile
+    window.append(time.monotonic())
+
+def tick(session):
+    from twisted.internet import reactor
+    if not window and session.crawler is not None and session.crawler.stats.get_value("item_scraped_count", 0) >= 2:
+        report["held_at_block"] = len(frontier.inflight_payloads())
+        reactor.callFromThread(hold_reactor)
+    elif len(window) == 1:  # the reactor is held: every shard's lease is looked at, dead ones reclaimed
+        report["reclaimed"] += max(0, other.renew())
+        expiry = frontier.redis.zscore(frontier.key("shards"), frontier.member)
+        seconds, micros = frontier.redis.time()
+        report["lease_left_ms"].append(None if expiry is None else expiry - (seconds * 1000 + micros // 1000))
+    return store(session)
+
+crawl, _ = run_spider(
+    spider_cls=LinkSpider,
+    settings=frontier_crawl_settings(job),
+    spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 12}, "config": {}},
+    timeout=90,
+    on_tick=tick,
+    tick_seconds=0.2,
+)
+frontier.delete()
+pages = crawl.stats.get("response_received_count")
+report.update(reason=crawl.finish_reason, held_for=window[1] - window[0], pages=pages)
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture
+def slow_chain(site):
+    delay, site.slow_delay = site.slow_delay, 0.3
+    yield site
+    site.slow_delay = delay
+
+
+def test_the_lease_is_renewed_while_the_reactor_is_held_past_it(slow_chain, redis_server):
+    """A 1-second lease, a reactor held for 3 seconds mid-crawl (as a database stall holding the item queue full, or a
+    long callback, would): the lease never runs out, so another shard takes nothing back and no page is fetched twice.
+    Renewed by the reactor, the lease ran out and the other shard reclaimed the request in flight."""
+    start = 610_000
+    env = {**os.environ, "REDIS_URL": redis_server, "TRAWL_FRONTIER_LEASE_SECONDS": "1"}
+    env["TRAWL_INSTALLATION_ID"] = "frontier-lease-test"
+    done = script_run(LEASE_SCRIPT, f"{slow_chain.url}/slow/{start}", "3", env=env)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = last_json_line(done)
+    print(f"reactor held {report['held_for']:.1f} s; lease left while held (ms): {report['lease_left_ms']}")
+    assert report["reason"] == "finished" and report["pages"] == 13
+    assert report["held_for"] >= 3 and report["held_at_block"] >= 1  # held past the lease, with a request in flight
+    assert len(report["lease_left_ms"]) >= 3  # looked at through the hold (each look waits for the reactor 0.5 s)
+    assert all(left is not None and left > 0 for left in report["lease_left_ms"]), report
+    assert report["reclaimed"] == 0
+    hits = [slow_chain.hits[f"/slow/{start + n}"] for n in range(13)]
+    assert hits == [1] * 13
+
+
+LOSS_SCRIPT = """
+import json, os, sys, uuid
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+import django
+django.setup()
+from crawls.frontier import Frontier, FrontierLost, binary_redis
+from crawls.scraping.runner import run_spider
+from crawls.scraping.spiders.link import LinkSpider
+from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+
+url, job = sys.argv[1], uuid.uuid4().hex
+frontier, client = Frontier(job), binary_redis()
+store = storing_tick(frontier)
+state = {"stored": 0, "lost": False}
+
+def tick(session):
+    if state["stored"] >= 3 and not state["lost"]:  # Redis emptied under the crawl
+        client.delete(*client.keys(frontier.key("*")))
+        state["lost"] = True
+    try:
+        state["stored"] += session.items.qsize()
+        store(session)
+    except FrontierLost:
+        pass  # the task would stop the crawl now; here the crawl is left to notice by itself
+    return ""
+
+crawl, _ = run_spider(
+    spider_cls=LinkSpider,
+    settings=frontier_crawl_settings(job),
+    spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 500}, "config": {}},
+    timeout=60,
+    on_tick=tick,
+    tick_seconds=0.2,
+)
+left = sorted(key.decode().rsplit(":", 1)[-1] for key in client.keys(frontier.key("*")))
+print(json.dumps({"reason": crawl.finish_reason, "lost": crawl.stats.get("frontier/lost"), "left": left,
+                  "errors": crawl.stats.get("trawl/infrastructure_errors"),
+                  "pages": crawl.stats.get("response_received_count")}))
+"""
+
+
+def test_a_crawl_whose_frontier_redis_lost_stops_by_itself_and_rebuilds_nothing(slow_chain, redis_server):
+    """The scheduler notices at its next commit: it sends nothing more (no key of the frontier comes back) and closes
+    the spider as `frontier_lost`, with the stats the task reads to requeue the job (crawls.services.execution)."""
+    env = {**os.environ, "REDIS_URL": redis_server, "TRAWL_INSTALLATION_ID": "frontier-loss-test"}
+    done = script_run(LOSS_SCRIPT, f"{slow_chain.url}/slow/620000", env=env)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = last_json_line(done)
+    assert (report["reason"], report["lost"]) == ("frontier_lost", 1), report
+    assert report["errors"] >= 1 and report["left"] == []
+    assert report["pages"] < 100  # stopped within a few pages of the loss, not at the end of the 500-page chain

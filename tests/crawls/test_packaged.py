@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
+import redis
+from django.conf import settings
+from django.utils import timezone
 
 from crawls.frontier import Frontier
+from crawls.scraping.child_db import CallScope, db_call_answer
+from crawls.scraping.child_env import child_environment
+from crawls.scraping.child_redis import (
+    ChildRedis,
+    _user_prefix,
+    child_redis_grant,
+    child_redis_keys,
+    child_redis_revoke,
+    child_redis_sweep,
+)
 from crawls.scraping.children import child_discard, child_for
-from crawls.scraping.packaged import run_packaged
+from crawls.scraping.packaged import _relog, run_packaged
+from crawls.scraping.settings import with_trawl_components
+from project.redis import get_redis
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
+from throttling.models import Proxy
 
 pytestmark = pytest.mark.django_db
 
@@ -44,3 +64,117 @@ def test_a_packaged_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_
 
     assert (crawl.finish_reason, crawl.stats.get("item_scraped_count")) == ("finished", 1), crawl
     assert seconds < 15, f"the crawl ended {seconds:.1f} s after it started: it waited for the 30 s tick"
+
+
+def test_the_child_gets_its_proxies_through_its_parent(tmp_path, site, redis_server):
+    """Proxy rotation reads the proxy table: the child has no database, so the worker reads it for the child."""
+    version = packaged(tmp_path, dep="1.0")
+    Proxy.objects.create(url=site.url, egress_label="proxy-1")  # the test site answers proxied requests too
+    child = child_for(version.package)
+    try:
+        crawl, _ = run_packaged(
+            package=version.package,
+            spider="trawlshop.spiders.ShopSpider",
+            settings=with_trawl_components({"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False}),
+            spider_kwargs={"url": f"{site.url}/product-1.html", "config": {}},
+            timeout=120,
+            on_tick=lambda session: "",
+        )
+    finally:
+        child_discard(child)
+
+    assert crawl.finish_reason == "finished", crawl
+    assert crawl.stats.get("proxy/requests") == 1, crawl.stats
+    # Its Redis user reaches the throttle's keys: buckets taken, no Redis error.
+    assert crawl.stats.get("throttle/requests") == 1 and "throttle/redis_errors" not in crawl.stats, crawl.stats
+    assert site.hits[f"{site.url}/product-1.html"] == 1, "the request went through the proxy the parent read"
+
+
+def test_a_child_is_answered_only_about_its_own_crawl(db, django_assert_num_queries):
+    """The child is hostile: another group's proxies (and their credentials), resting a proxy it was not given,
+    anything else — refused."""
+    Proxy.objects.create(url="http://user:secret@10.0.0.5:3128", egress_label="a", group="other")
+    Proxy.objects.create(url="http://10.0.0.6:3128", egress_label="b")
+    scope = CallScope.of_crawl(settings={}, spider_kwargs={"config": {}})
+
+    def ask(what, **args):
+        return db_call_answer({"t": "call", "id": 7, "what": what, "args": args}, scope)
+
+    assert ask("proxies", group="") == {"cmd": "answer", "id": 7, "value": [["http://10.0.0.6:3128", "b", 0.0]]}
+    with django_assert_num_queries(0):  # asked again at once: the same answer, not another query
+        assert ask("proxies", group="")["value"] == [["http://10.0.0.6:3128", "b", 0.0]]
+    assert "not this crawl's" in ask("proxies", group="other")["error"]
+    assert "not a proxy of this crawl" in ask("proxy_cool_down", url="http://user:secret@10.0.0.5:3128")["error"]
+    rest = ask("proxy_cool_down", url="http://10.0.0.6:3128", seconds=10**9)
+    assert rest == {"cmd": "answer", "id": 7, "value": None}
+    rested = Proxy.objects.get(egress_label="b").cooling_down_until - timezone.now()
+    assert rested.total_seconds() <= scope.cooldown, "the child cannot rest a proxy longer than its crawl's cooldown"
+    assert "unknown call" in ask("sql", query="SELECT 1")["error"]
+    assert ask("proxy_cool_down", url=["unhashable"])["error"]
+
+
+def test_the_child_environment_and_settings_are_allow_listed(monkeypatch, settings):
+    for name in ("SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "AWS_SECRET_ACCESS_KEY", "TRAWL_ADMIN_PASSWORD"):
+        monkeypatch.setenv(name, f"secret-{name}")
+    settings.TRAWL_STATS_METRICS_TOKEN = "secret-metrics"
+    settings.TRAWL_INSTALLATION_ID = "abcd1234"
+
+    environment = child_environment(channel_fd=9, redis_url="redis://child:pw@127.0.0.1:6379/0")
+    given = json.loads(environment["TRAWL_CHILD_SETTINGS"])
+
+    assert not [value for value in environment.values() if "secret-" in value]
+    assert environment["DJANGO_SETTINGS_MODULE"] == "project.settings_child"
+    assert "SECRET_KEY" not in given and "DATABASES" not in given and "TRAWL_STATS_METRICS_TOKEN" not in given
+    assert given["REDIS_URL"] == "redis://child:pw@127.0.0.1:6379/0" and given["TRAWL_INSTALLATION_ID"] == "abcd1234"
+    assert "django.contrib.admin" not in given["INSTALLED_APPS"]
+
+
+def test_a_worker_process_becomes_undumpable():
+    """Non-dumpable, its /proc/<pid>/environ is not readable by a process of its user without CAP_SYS_PTRACE."""
+    code = "import ctypes; from crawls.scraping.child_env import undumpable; undumpable(); "
+    code += "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"  # PR_GET_DUMPABLE
+    done = subprocess.run([sys.executable, "-c", code], cwd=settings.BASE_DIR, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
+
+
+def test_a_child_log_record_is_rebuilt_from_plain_fields(caplog):
+    """The child is not trusted to build the worker's log records: no exc_info, args or stack of its making."""
+    hostile = {"name": "dumpspider", "levelno": 30, "msg": "hello %s", "args": ["x"], "exc_info": [1, 2, 3]}
+    with caplog.at_level(logging.INFO, logger="dumpspider"):
+        _relog({**hostile, "stack_info": "forged", "created": "soon", "levelname": "CRITICAL"})
+
+    record = caplog.records[-1]
+    assert (record.getMessage(), record.levelname, record.exc_info, record.stack_info) == (
+        "hello %s",
+        "WARNING",
+        None,
+        None,
+    )
+
+
+def test_a_child_redis_user_is_its_own_and_leftovers_of_dead_workers_are_swept(db, redis_server, settings):
+    settings.TRAWL_INSTALLATION_ID = "feedc0de"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = f"{_user_prefix()}{dead.stdout.strip()}-0000"
+    get_redis().execute_command("ACL", "SETUSER", leftover, "on", ">x")
+
+    grant = child_redis_grant()
+    try:
+        users = get_redis().execute_command("ACL", "USERS")
+        assert child_redis_sweep() == [], "a live worker's user stays"
+        child = redis.Redis.from_url(grant.url, decode_responses=True)
+        assert grant.user in users and leftover not in users, "a killed worker's child user is deleted"
+        assert child.set("trawl:feedc0de:throttle:probe", "1") and child.delete("trawl:feedc0de:throttle:probe")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            child.set("trawl:feedc0de:frontier:1:queue", "forged")
+        child_redis_keys(grant, crawl={"TRAWL_FRONTIER": {"job": "1"}})
+        assert child.set("trawl:feedc0de:frontier:1:queue", "mine") and child.delete("trawl:feedc0de:frontier:1:queue")
+    finally:
+        child_redis_revoke(grant)
+    assert grant.user not in get_redis().execute_command("ACL", "USERS")
+
+
+def test_without_acl_the_child_gets_the_redis_url(settings):
+    settings.TRAWL_PACKAGE_CHILD_REDIS_ACL = False
+    assert child_redis_grant() == ChildRedis(url=settings.REDIS_URL)

@@ -43,9 +43,9 @@ CONCURRENT_REQUESTS = settings.TRAWL_SCRAPY_SETTINGS["CONCURRENT_REQUESTS"]
 class TreeSite:
     """Pages /p/0 .. /p/<pages-1>; page i links to 2i+1 and 2i+2 and answers after `delay` seconds.
 
-    Logs (time.time(), path) for every request it receives, when it receives it."""
+    Logs (time.time(), path) for every request it receives, when it receives it. Listens on `host`."""
 
-    def __init__(self, *, pages: int, delay: float) -> None:
+    def __init__(self, *, pages: int, delay: float, host: str = "127.0.0.1") -> None:
         self.pages, self.delay = pages, delay
         self.log: list[tuple[float, str]] = []
         self.lock = threading.Lock()
@@ -72,13 +72,14 @@ class TreeSite:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
 
     def page_hits(self) -> Counter:
         with self.lock:
@@ -305,3 +306,34 @@ def test_parallelism_4_on_two_processes_completes(api, builtins, fast_throttle, 
     assert job.status == "succeeded", job.error_message
     assert tree_site.page_hits() == Counter(tree_site.all_paths())
     assert Item.objects.filter(url__startswith=f"{tree_site.url}/p/").count() == tree_site.pages
+
+
+@pytest.mark.parametrize("tree_site", [(800, 0.01)], indirect=True)
+def test_a_parallel_crawl_whose_frontier_redis_lost_starts_again_and_fetches_every_page(
+    api, builtins, tree_site, cluster
+):
+    """Redis emptied (FLUSHDB of this run's own database) while two shards crawl: each notices its frontier is gone,
+    neither recreates it for the other; the job is requeued once, its next attempt starts from the start URL on a
+    fresh frontier, and the job ends succeeded only having fetched every page."""
+    import redis
+
+    job_id = crawl(api, tree_site, parallelism=2)
+    wait_pages(tree_site, tree_site.pages // 4, timeout=90, cluster=cluster)
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    assert client.connection_pool.connection_kwargs.get("db", 0) != 0, "refusing to flush Redis database 0"
+    client.flushdb()
+    at_flush = sum(tree_site.page_hits().values())
+
+    job = wait_job(job_id, lambda j: j.status not in ("queued", "running"), timeout=180, cluster=cluster, why="no end")
+
+    hits = tree_site.page_hits()
+    print(
+        f"parallelism 2, Redis emptied: pages at the flush {at_flush}; fetched in all {sum(hits.values())}; "
+        f"fetched twice {sum(1 for count in hits.values() if count > 1)}; attempts {job.attempt}"
+    )
+    assert job.status == "succeeded", (job.status, job.error_message, cluster.logs())
+    assert set(hits) == tree_site.all_paths()
+    assert job.attempt >= 2 and job.max_attempts - job.attempt == 2, (job.attempt, job.max_attempts)
+    assert Item.objects.filter(url__startswith=f"{tree_site.url}/p/").count() == tree_site.pages
+    # The attempt that finished worked on its own fresh frontier: its numbers count its pages, every one of them.
+    assert job.stats["pages"] >= tree_site.pages

@@ -9,12 +9,13 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 from registry.models import ScraperVersion
-from registry.packages.envs import EnvBuildError, env_lease, envs_prune
+from registry.packages.envs import EnvBuildError, _build_environment, _pip_install, env_lease, env_of, envs_prune
 from registry.services.packages import packages_unused, version_upload
 from tests.packages import dep_wheels, shop_wheel
 from tests.registry.factories import make_scraper
@@ -122,3 +123,16 @@ def test_a_build_does_not_wait_for_crawls_holding_the_environment(tmp_path):
         os.close(fd)
     finally:
         os.close(held)
+
+
+def test_venv_and_pip_get_an_allow_listed_environment(monkeypatch):
+    """pip installs wheels only, and neither it nor venv sees the worker's secrets."""
+    for name in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "secret")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://pypi.example/simple")
+
+    environment = _build_environment()
+
+    assert not [name for name, value in environment.items() if value == "secret"]
+    assert environment["PIP_INDEX_URL"] == "https://pypi.example/simple" and environment["PATH"] == os.environ["PATH"]
+    assert "--only-binary" in _pip_install(env_of("0" * 64), Path("x.whl"))

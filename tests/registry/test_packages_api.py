@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import zipfile
 
 import pytest
+from django.conf import settings
 from django.core.files.storage import storages
 from django.core.management import CommandError, call_command
 
@@ -245,3 +249,12 @@ def test_the_admin_uploads_a_package_with_the_same_checks(ops, tmp_path, admin_c
     assert saved.status_code == 302, saved.content.decode()[:2000]
     version = ScraperVersion.objects.get(scraper=shop, version="1.0.0")
     assert (version.package_status, version.package.filename) == ("building", wheel.name)
+
+
+def test_the_size_limit_is_set_from_the_environment():
+    code = "from project import env; print(env.PACKAGE_MAX_BYTES)"
+    variables = {**os.environ, "TRAWL_PACKAGE_MAX_BYTES": "1234"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=settings.BASE_DIR, env=variables, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "1234"), done.stderr

@@ -65,6 +65,7 @@ def test_create_then_read_list_and_mirror(send, admin_api):
         "scale": 0.5,
         "blocked": False,
         "adaptive": True,
+        "concurrency": 8,
         "effective_rate": 0.25,
         "effective_ip_rate": 0.125,
         "adaptive_factor": 1.0,

@@ -84,8 +84,8 @@ def test_requests_that_come_together_take_their_tokens_in_one_call_and_only_what
     middleware, stats = throttle_middleware()
     calls, take = [], middleware.buckets.take_async
 
-    async def counted(client, *, host, egress, tokens=1):
-        decision = await take(client, host=host, egress=egress, tokens=tokens)
+    async def counted(client, *, host, egress, tokens=1, **slots):
+        decision = await take(client, host=host, egress=egress, tokens=tokens, **slots)
         calls.append((tokens, decision.status, decision.granted))
         return decision
 

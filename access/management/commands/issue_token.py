@@ -16,7 +16,10 @@ class Command(BaseCommand):
             "--max-active-jobs",
             type=int,
             default=None,
-            help="cap on its queued + running jobs (submissions beyond: 429)",
+            help=(
+                "cap on its queued + running jobs, a job with parallelism N counting N (submissions beyond: 429); "
+                "unset: TRAWL_DEFAULT_MAX_ACTIVE_JOBS"
+            ),
         )
 
     def handle(self, *args, requester: str, admin: bool, max_active_jobs: int | None, **options):

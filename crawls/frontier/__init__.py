@@ -1,0 +1,48 @@
+"""A crawl's scheduler state in Redis, under the job's id, so it outlives the process that crawls it.
+
+- `queue`: the frontier, a sorted set of serialized requests (score = -priority; an 8-byte sequence number in front
+  of each member keeps equal priorities first in, first out and makes every member unique).
+- `seen`: the seen-set of request fingerprints, 12 bytes each (96 bits of Scrapy's SHA-1 fingerprint).
+- `inflight:<attempt>:<shard>`: the requests a shard took from the queue and has not finished (member → score),
+  held under the shard's lease in `shards` (member `<attempt>:<shard>`, score = lease expiry in ms, Redis time).
+  A request leaves it only once its page was fetched, its links queued and its items stored.
+- `wal:<attempt>:<shard>`: the items a shard wrote ahead until its task stored them; `orphans`: a dead shard's.
+- `progress`: each shard's latest stats (`<attempt>:<shard>` → JSON), summed into the job's stats over attempts.
+- `epoch`: a token written when the frontier was created; a shard whose epoch is no longer there knows Redis lost the
+  frontier (crawls.frontier.leases).
+
+Requests of a shard whose lease expired, or of an earlier attempt, go back to the queue (reclaim). Every script
+refreshes the keys it writes to expire after TRAWL_FRONTIER_TTL_SECONDS (a day) untouched; the job's end deletes them.
+Modules: `store` (the Frontier a shard uses), `leases` (epoch, leases, leaving; the lease-renewing thread),
+`commits` (what a shard writes).
+"""
+
+from __future__ import annotations
+
+from crawls.frontier.leases import ENDED, LOST, LeaseKeeper
+from crawls.frontier.store import (
+    FINGERPRINT_BYTES,
+    Committed,
+    Frontier,
+    FrontierEnded,
+    FrontierLost,
+    async_binary_redis,
+    binary_redis,
+    compact_fingerprint,
+    frontier_delete,
+)
+
+__all__ = (
+    "ENDED",
+    "FINGERPRINT_BYTES",
+    "LOST",
+    "Committed",
+    "Frontier",
+    "FrontierEnded",
+    "FrontierLost",
+    "LeaseKeeper",
+    "async_binary_redis",
+    "binary_redis",
+    "compact_fingerprint",
+    "frontier_delete",
+)

@@ -1,0 +1,89 @@
+"""What a shard writes to its job's frontier: the requests it found and the requests it is done with (one commit),
+the items it wrote ahead and then stored, and the orphaned items of dead shards it adopts.
+
+Each script first compares the frontier's epoch (crawls.frontier.leases) with the shard's and writes nothing when
+they differ: a shard working from a frontier Redis lost must not rebuild half of one for the next attempt to trust.
+It answers -1 (ENDED) when the job has ended meanwhile (another shard ended it: timeout, cancel), else -2 (LOST).
+"""
+
+from __future__ import annotations
+
+# KEYS: seen, queue, seq, wal, inflight, members, shards, epoch, ended. ARGV: ttl ms, me, k, epoch, n, then n
+# requests as (fingerprint ('' = do not filter), score, payload), then m, m items, then the members of the requests
+# done. In this order: queue each request unless its fingerprint was seen, write the items ahead, take the done
+# requests out of flight, and take up to k of the most urgent queued requests into flight (`members` names every
+# shard that ever held one, so the job's end finds all their keys) — unless this shard no longer holds a lease: a
+# shard that was reclaimed (a late commit of a warm shutdown, say) must not take requests nobody would reclaim again.
+# Returns {1 (queued) or 0 (seen) for each request, the requests taken, the queue's length}, or ENDED / LOST without
+# writing anything.
+COMMIT = """
+if redis.call('GET', KEYS[8]) ~= ARGV[4] then return redis.call('EXISTS', KEYS[9]) == 1 and -1 or -2 end
+local ttl, me, k, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
+local queued, at = {}, 6
+for r = 1, n do
+  local fingerprint = ARGV[at]
+  if fingerprint ~= '' and redis.call('SADD', KEYS[1], fingerprint) == 0 then
+    queued[r] = 0
+  else
+    local seq = redis.call('INCR', KEYS[3])
+    redis.call('ZADD', KEYS[2], ARGV[at + 1], struct.pack('>I8', seq) .. ARGV[at + 2])
+    queued[r] = 1
+  end
+  at = at + 3
+end
+if n > 0 then
+  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+local m = tonumber(ARGV[at])
+at = at + 1
+for i = at, at + m - 1, 1000 do
+  redis.call('RPUSH', KEYS[4], unpack(ARGV, i, math.min(i + 999, at + m - 1)))
+end
+if m > 0 then redis.call('PEXPIRE', KEYS[4], ttl) end
+at = at + m
+for i = at, #ARGV, 1000 do
+  redis.call('HDEL', KEYS[5], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+local taken = {}
+if k > 0 and redis.call('ZSCORE', KEYS[7], me) then
+  local popped = redis.call('ZPOPMIN', KEYS[2], k)
+  for i = 1, #popped, 2 do
+    redis.call('HSET', KEYS[5], popped[i], popped[i + 1])
+    taken[#taken + 1] = popped[i]
+  end
+  if #taken > 0 then
+    redis.call('PEXPIRE', KEYS[5], ttl)
+    redis.call('SADD', KEYS[6], me)
+    redis.call('PEXPIRE', KEYS[6], ttl)
+  end
+end
+return {queued, taken, redis.call('ZCARD', KEYS[2])}
+"""
+
+# KEYS: wal, walstored, progress, epoch, ended. ARGV: count, me, progress JSON ('' = none), ttl ms, epoch. `count`
+# more written-ahead items are stored: drop them from the log (those not written yet are dropped when they are),
+# record the stats. ENDED / LOST without writing anything.
+STORED = """
+if redis.call('GET', KEYS[4]) ~= ARGV[5] then return redis.call('EXISTS', KEYS[5]) == 1 and -1 or -2 end
+local pending = tonumber(redis.call('GET', KEYS[2]) or '0') + tonumber(ARGV[1])
+local trimmed = math.min(pending, redis.call('LLEN', KEYS[1]))
+if trimmed > 0 then redis.call('LTRIM', KEYS[1], trimmed, -1) end
+redis.call('SET', KEYS[2], pending - trimmed, 'PX', ARGV[4])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+end
+return trimmed
+"""
+
+# KEYS: orphans, adopting, epoch. ARGV: count, ttl ms, epoch. Takes up to `count` orphaned items into this shard's
+# `adopting` list (orphans again if this shard dies before storing them).
+ADOPT = """
+if redis.call('GET', KEYS[3]) ~= ARGV[3] then return {} end
+local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #items == 0 then return {} end
+redis.call('LTRIM', KEYS[1], #items, -1)
+for i = 1, #items, 1000 do redis.call('RPUSH', KEYS[2], unpack(items, i, math.min(i + 999, #items))) end
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return items
+"""

@@ -1,0 +1,161 @@
+"""A Redis user of its own for each packaged crawl child: Trawl's keys only, never the broker's.
+
+The child's Trawl components (throttle buckets, frontier, incremental cache) work on this installation's Redis
+keys, `trawl:<installation>:*`. Redis is also Celery's broker by default: with the worker's REDIS_URL a hostile
+spider could push a task message into a queue (a crawl as anyone, an ops command) or read other messages. So the
+worker creates an ACL user per child (ACL SETUSER), limited to this installation's keys, no pub/sub channels, and
+the data commands those components send (reads, writes, MULTI, scripts — Redis checks a script's keys against the
+user too), without admin or dangerous commands and without SCAN; it is deleted when the child ends. A worker killed
+before deleting its children's users leaves them behind: the next child started on that machine deletes those of
+worker processes that no longer run.
+
+TRAWL_PACKAGE_CHILD_REDIS_ACL = False (a Redis without ACL, or whose user Trawl may not administer) gives children
+REDIS_URL itself; so does a Redis Cluster URL (whose broker is apart, see docs/packages.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import redis
+from django.conf import settings
+
+from project.installation import installation_id
+from project.redis import get_redis, redis_key
+
+logger = logging.getLogger("trawl.packages")
+# Applied in order after `reset` (which denies everything): the child's data commands, then the exceptions.
+CHILD_COMMANDS = (
+    "+@read",
+    "+@write",
+    "+@transaction",
+    "+eval",
+    "+evalsha",
+    "+script|load",
+    "+script|exists",
+    "+time",
+    "+ping",
+    "+echo",
+    "+select",
+    "+hello",
+    "+client|setname",
+    "+client|getname",
+    "+client|id",
+    "-@admin",
+    "-@dangerous",
+    "-@pubsub",
+    "-scan",
+    "-randomkey",
+    "-migrate",
+    "-move",
+    "-copy",
+)
+
+
+USER_PREFIX = "trawl-child-"
+
+
+class ChildRedisError(Exception):
+    """The child's Redis user could not be created."""
+
+
+@dataclass(frozen=True)
+class ChildRedis:
+    url: str
+    user: str = ""  # "" when the child got REDIS_URL itself (no user to delete)
+    password: str = field(default="", repr=False)
+
+
+def child_redis_grant() -> ChildRedis:
+    """A Redis URL for a new child: a user of its own when TRAWL_PACKAGE_CHILD_REDIS_ACL is on."""
+    url = settings.REDIS_URL
+    if not settings.TRAWL_PACKAGE_CHILD_REDIS_ACL or "cluster" in urlsplit(url).scheme:
+        return ChildRedis(url=url)
+    child_redis_sweep()
+    user, password = f"{_user_prefix()}{os.getpid()}-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
+    grant = ChildRedis(url=_with_user(url, user=user, password=password), user=user, password=password)
+    try:
+        child_redis_keys(grant)
+    except redis.RedisError as exc:
+        raise ChildRedisError(
+            f"cannot create the child's Redis user (ACL SETUSER: {exc}); TRAWL_PACKAGE_CHILD_REDIS_ACL=0 gives "
+            "packaged crawls REDIS_URL itself"
+        ) from None
+    return grant
+
+
+def child_redis_keys(grant: ChildRedis, *, crawl: dict[str, Any] | None = None) -> None:
+    """(Re)define the child's user: the keys of the crawl it is about to run besides the throttle's (None: between
+    crawls, the throttle's only). Takes effect at once, on connections already open too; the whole definition each
+    time, so a Redis that restarted (and forgot its users) knows the child again at its next crawl."""
+    if grant.user:
+        keys = [f"~{pattern}" for pattern in child_key_patterns(crawl or {})]
+        rules = ["reset", "on", f">{grant.password}", *keys, "resetchannels", *CHILD_COMMANDS]
+        get_redis().execute_command("ACL", "SETUSER", grant.user, *rules)
+
+
+def child_key_patterns(crawl: dict[str, Any]) -> list[str]:
+    """The keys a crawl's components use: the throttle's (buckets, rule mirror, adaptive controller: shared by every
+    crawl), its own job's frontier, its own source's incremental cache. Never another job's frontier: its queue holds
+    pickled requests, which the shards of that job (perhaps in-process, with the worker's secrets) unpickle."""
+    patterns = [redis_key("throttle", "*")]
+    if job := (crawl.get("TRAWL_FRONTIER") or {}).get("job"):
+        patterns.append(redis_key("frontier", job, "*"))
+    if scope := crawl.get("TRAWL_INCREMENTAL_SCOPE"):
+        patterns.append(f"{scope}:*")
+    return patterns
+
+
+def child_redis_revoke(grant: ChildRedis) -> None:
+    """Delete the child's user (Redis also closes its connections). Best effort: a leftover is swept later."""
+    if grant.user:
+        with contextlib.suppress(redis.RedisError):
+            get_redis().execute_command("ACL", "DELUSER", grant.user)
+
+
+def _user_prefix() -> str:
+    return f"{USER_PREFIX}{installation_id()}-{_host()}-"
+
+
+def _host() -> str:
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in socket.gethostname())
+
+
+def child_redis_sweep() -> list[str]:
+    """Delete the users of this machine's worker processes that are gone (killed before they could), whatever
+    installation they served; the users deleted."""
+    try:
+        users = [u.decode() if isinstance(u, bytes) else u for u in get_redis().execute_command("ACL", "USERS")]
+    except redis.RedisError:
+        return []
+    gone = []
+    for user in users:
+        # <prefix><installation>-<host>-<pid>-<random>
+        head, _, pid = user.rpartition("-")[0].rpartition("-")
+        if user.startswith(USER_PREFIX) and head.endswith(f"-{_host()}") and pid.isdigit() and not _alive(int(pid)):
+            child_redis_revoke(ChildRedis(url="", user=user))
+            gone.append(user)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _with_user(url: str, *, user: str, password: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"))

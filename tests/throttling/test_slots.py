@@ -1,0 +1,251 @@
+"""Cluster-wide in-flight slots per domain, against real Redis: the take counts them across holders (processes),
+each request gives its slot back as it ends, a holder renews its lease while it holds slots, and a holder that
+died (renewing nothing) loses them when its lease passes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from django.test import override_settings
+from scrapy import Request, Spider, signals
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from scrapy.utils.test import get_crawler
+
+from project.redis import get_redis
+from throttling.buckets import GRANTED, WAIT, Limits
+from throttling.middlewares import ThrottleMiddleware
+from throttling.services import throttle_buckets, throttle_create, throttle_rules_load, throttle_update
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
+
+FAST = {"rate": 1000, "burst": 1000, "ip_rate": 1000, "ip_burst": 1000}  # tokens never run out: only slots bind
+
+
+@pytest.fixture
+def rule(django_capture_on_commit_callbacks):
+    def create(domain: str, **fields):
+        with django_capture_on_commit_callbacks(execute=True):
+            throttle = throttle_create(domain=domain, **{**FAST, **fields})
+        throttle_rules_load()
+        return throttle
+
+    return create
+
+
+def take(holder: str, *, host: str = "www.example.com", tokens: int = 1, lease: float = 30.0):
+    buckets = throttle_buckets()
+    buckets.slot_lease = lease
+    return buckets.take(get_redis(), host=host, egress="w", tokens=tokens, holder=holder)
+
+
+def held(domain: str = "example.com") -> dict[str, int]:
+    raw = get_redis().hgetall(throttle_buckets().slots_key(domain))
+    return {holder: int(value.split()[0]) for holder, value in raw.items()}
+
+
+def test_slots_are_counted_across_holders_and_a_full_domain_waits(rule):
+    rule("example.com", concurrency=3)
+
+    first, second = take("a", tokens=2), take("b", tokens=5)
+    refused = take("c")
+
+    assert (first.status, first.granted) == (GRANTED, 2)
+    assert (second.status, second.granted) == (GRANTED, 1), "only one slot was left of three"
+    assert (refused.status, refused.busy) == (WAIT, True) and refused.wait > 0
+    assert held() == {"a": 2, "b": 1}
+
+
+def test_without_a_holder_the_take_counts_no_slots(rule):
+    rule("example.com", concurrency=1)
+
+    assert all(take("").status == GRANTED for _ in range(5))
+    assert held() == {}
+
+
+def test_the_defaults_limit_domains_without_a_rule(settings):
+    settings.TRAWL_THROTTLE_DEFAULTS = {**FAST, "concurrency": 2}
+    throttle_rules_load()
+
+    assert take("a", host="unruled.test", tokens=3).granted == 2
+    assert take("b", host="unruled.test").busy
+
+
+def test_a_rule_change_applies_to_the_next_take(rule, django_capture_on_commit_callbacks):
+    throttle = rule("example.com", concurrency=1)
+    take("a")
+    assert take("b").busy
+
+    with django_capture_on_commit_callbacks(execute=True):
+        throttle_update(throttle=throttle, concurrency=2)
+
+    assert take("b").status == GRANTED
+    assert Limits.from_redis(get_redis().get(throttle_buckets().rule_key("example.com"))).concurrency == 2
+
+
+def test_an_exact_host_rule_has_its_own_slots(rule):
+    rule("example.com", concurrency=1)
+    rule("api.example.com", concurrency=1)
+
+    assert take("a", host="www.example.com").status == GRANTED
+    assert take("a", host="api.example.com").status == GRANTED, "the host's slots are not the domain's"
+    assert held("api.example.com") == {"a": 1} and held("example.com") == {"a": 1}
+
+
+def test_a_dead_holders_slots_come_back_when_its_lease_passes(rule):
+    rule("example.com", concurrency=2)
+    assert take("dead", tokens=2, lease=0.5).granted == 2  # then its process is killed: it never renews
+    assert take("alive").busy
+
+    deadline = time.monotonic() + 30
+    while (decision := take("alive")).busy and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    assert decision.status == GRANTED
+    assert held() == {"alive": 1}, "the dead holder's entry was removed"
+
+
+def crawler_middleware(**settings) -> tuple[ThrottleMiddleware, object]:
+    crawler = get_crawler(Spider, settings)
+    return ThrottleMiddleware.from_crawler(crawler), crawler
+
+
+def test_each_request_gives_its_slot_back_however_it_ends(rule):
+    rule("example.com", concurrency=4)
+    middleware, crawler = crawler_middleware()
+
+    async def crawl():
+        requests = [Request(f"https://www.example.com/{n}") for n in range(4)]
+        for request in requests:
+            await middleware.process_request(request)
+        full = dict(held())
+        await middleware.process_response(requests[0], Response(requests[0].url))  # a response
+        await middleware.process_exception(requests[1], IgnoreRequest())  # dropped by a later middleware
+        crawler.signals.send_catch_log(signals.request_left_downloader, request=requests[2], spider=None)
+        await middleware.process_response(requests[2], Response(requests[2].url))  # after leaving: no second return
+        await asyncio.sleep(0.05)
+        after = dict(held())
+        await middleware.close()  # the crawl ends with requests[3] still held
+        return full, after
+
+    full, after = asyncio.run(crawl())
+
+    assert list(full.values()) == [4]
+    assert list(after.values()) == [1], "three requests ended, each gave back exactly one slot"
+    assert held() == {}, "closing gave back what was still held"
+
+
+def test_a_request_waits_for_a_slot_without_blocking_the_loop_then_goes(rule):
+    rule("example.com", concurrency=1)
+    middleware, crawler = crawler_middleware()
+
+    async def crawl():
+        first, second = Request("https://www.example.com/1"), Request("https://www.example.com/2")
+        await middleware.process_request(first)
+        waiting = asyncio.ensure_future(middleware.process_request(second))
+        ticks = 0
+        for _ in range(10):
+            await asyncio.sleep(0.02)
+            ticks += 1
+        still_waiting = not waiting.done()
+        await middleware.process_response(first, Response(first.url))
+        await asyncio.wait_for(waiting, timeout=30)
+        await middleware.close()
+        return still_waiting, ticks
+
+    still_waiting, ticks = asyncio.run(crawl())
+
+    assert still_waiting and ticks == 10, "the second request waited while the loop kept running"
+    assert crawler.stats.get_value("throttle/slot_waits", 0) >= 1
+    assert crawler.stats.get_value("throttle/requests") == 2
+
+
+@override_settings(TRAWL_THROTTLE_SLOT_LEASE=0.6)
+def test_a_live_holder_renews_its_lease_while_it_holds_slots(rule):
+    rule("example.com", concurrency=1)
+    middleware, _ = crawler_middleware()
+
+    async def crawl():
+        await middleware.process_request(Request("https://www.example.com/long-download"))
+        await asyncio.sleep(2.0)  # more than three leases: renewed every lease / 3
+        other = take("other")
+        await middleware.close()
+        return other
+
+    assert asyncio.run(crawl()).busy, "the slot of a request still in flight was kept"
+    assert take("other").status == GRANTED
+
+
+def test_the_same_request_sent_twice_holds_one_slot(rule):
+    rule("example.com", concurrency=2)
+    middleware, _ = crawler_middleware()
+
+    async def crawl():
+        request = Request("https://www.example.com/again")
+        await middleware.process_request(request)
+        await middleware.process_request(request)  # rescheduled as is by some middleware
+        await asyncio.sleep(0.05)
+        now = dict(held())
+        await middleware.process_response(request, Response(request.url))
+        await asyncio.sleep(0.05)
+        after = dict(held())
+        await middleware.close()
+        return now, after
+
+    now, after = asyncio.run(crawl())
+
+    assert list(now.values()) == [1] and after == {}
+
+
+def test_a_holder_whose_entry_was_lost_counts_again_at_its_next_renewal(rule):
+    rule("example.com", concurrency=4)
+    middleware, _ = crawler_middleware()
+
+    async def crawl():
+        await middleware.process_request(Request("https://www.example.com/1"))
+        await middleware.process_request(Request("https://www.example.com/2"))
+        get_redis().delete(throttle_buckets().slots_key("example.com"))  # Redis emptied (a restart, a flush)
+        await middleware.process_request(Request("https://www.example.com/3"))
+        lost = dict(held())
+        await middleware.slots.renew()
+        back = dict(held())
+        await middleware.close()
+        return lost, back
+
+    lost, back = asyncio.run(crawl())
+
+    assert list(lost.values()) == [1], "after the flush Redis knew only of the request sent since"
+    assert list(back.values()) == [3], "the renewal counts every request still in flight again"
+
+
+def test_many_holders_at_once_never_pass_the_limit(rule):
+    """Six crawl processes' middlewares (six holders) sending 40 requests each at once, some answered, some dropped
+    by a later middleware: counted between taking the slot and giving it back, never more than `concurrency`."""
+    rule("example.com", concurrency=4)
+    middlewares = [crawler_middleware()[0] for _ in range(6)]
+    state = {"open": 0, "most": 0, "done": 0}
+
+    async def one(middleware: ThrottleMiddleware, n: int) -> None:
+        request = Request(f"https://www.example.com/{id(middleware)}/{n}")
+        await middleware.process_request(request)
+        state["open"] += 1
+        state["most"] = max(state["most"], state["open"])
+        await asyncio.sleep(0.002 * (n % 7))
+        state["open"] -= 1
+        if n % 5:
+            await middleware.process_response(request, Response(request.url))
+        else:
+            await middleware.process_exception(request, IgnoreRequest())
+        state["done"] += 1
+
+    async def crawl():
+        await asyncio.gather(*(one(middleware, n) for middleware in middlewares for n in range(40)))
+        for middleware in middlewares:
+            await middleware.close()
+
+    asyncio.run(crawl())
+
+    assert state["done"] == 240 and 1 < state["most"] <= 4, state
+    assert held() == {}

@@ -1,0 +1,83 @@
+"""What the throttle middleware needs around it: when a crawl is closing, which egress a request leaves from, what
+says a site is overloaded, and the middleware's options from the project's settings."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings as django_settings
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.exceptions import DownloadFailedError, DownloadTimeoutError, IgnoreRequest, NotConfigured
+from twisted.internet.error import ConnectionLost, TCPTimedOutError
+from twisted.internet.error import TimeoutError as TxTimeoutError
+from twisted.web._newclient import ResponseNeverReceived
+
+PAUSE_STATUSES = (429, 503)
+# Exceptions that say the site is overloaded, for the adaptive controller; DNS errors and refusals say nothing of it.
+OVERLOAD_EXCEPTIONS = (
+    DownloadTimeoutError,
+    DownloadFailedError,
+    TimeoutError,
+    TxTimeoutError,
+    TCPTimedOutError,
+    ConnectionLost,
+    ResponseNeverReceived,
+)
+
+
+class CrawlClosing(IgnoreRequest):
+    """The crawl is stopping (cancel, timeout, watchdog): a request still waiting for a token is dropped, not sent."""
+
+
+def crawl_closing(crawler: Crawler) -> bool:
+    """True once the engine was asked to stop or its spider started closing (requests may still be in flight)."""
+    engine = getattr(crawler, "_engine", None)  # Crawler.engine raises before the crawl starts
+    if engine is None:
+        return False
+    slot = getattr(engine, "_slot", None)  # Scrapy keeps "closing" on its private slot; no public flag says it
+    return not engine.running or (slot is not None and slot.closing is not None)
+
+
+class DomainBlocked(IgnoreRequest):
+    """The request's domain is blocked by its throttle rule: dropped before it leaves."""
+
+
+def egress_of(request: Request, default: str) -> str:
+    """The egress IP label a request leaves from: its proxy's label, else the proxy's host, else the worker's."""
+    if request.meta.get("trawl_egress"):
+        return request.meta["trawl_egress"]
+    proxy = request.meta.get("proxy")
+    if proxy:
+        return urlsplit(proxy if "://" in proxy else f"http://{proxy}").hostname or default
+    return default
+
+
+def load_rules() -> bool:
+    """Mirror the throttle rules into Redis (in a worker thread: it reads the database)."""
+    from django.db import close_old_connections
+
+    from throttling.services import throttle_rules_load
+
+    try:
+        return throttle_rules_load()
+    finally:
+        close_old_connections()
+
+
+def throttle_options() -> dict[str, Any]:
+    """ThrottleMiddleware's arguments from the project's settings: politeness is not a scraper's to turn off."""
+    from throttling.services import throttle_buckets, throttle_controller
+
+    if not django_settings.TRAWL_THROTTLE_ENABLED:
+        raise NotConfigured("TRAWL_THROTTLE_ENABLED is off")
+    return {
+        "buckets": throttle_buckets(),
+        "controller": throttle_controller(),
+        "redis_url": django_settings.REDIS_URL,
+        "egress": django_settings.TRAWL_EGRESS_LABEL,
+        "max_sleep": float(django_settings.TRAWL_THROTTLE_MAX_SLEEP),
+        "max_pause": float(django_settings.TRAWL_THROTTLE_MAX_PAUSE),
+        "patience": float(django_settings.TRAWL_INFRA_PATIENCE_SECONDS),
+    }

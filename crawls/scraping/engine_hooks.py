@@ -3,6 +3,7 @@ hear when the engine is done with a request, and to wake an idle engine."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from scrapy import Request, signals
@@ -14,7 +15,12 @@ store_wanted = object()
 
 def on_request_finished(crawler: Any, callback: Any) -> None:
     """Call `callback(request)` when the engine is done with a scheduled request: after its download, its callback's
-    output and its items. Scrapy has no signal for that moment; the engine's slot forgets the request then."""
+    output and its items. Scrapy has no signal for that moment; the engine's slot forgets the request then.
+
+    While the crawl is being stopped (cancel, timeout, Redis or the database away, shutdown) the engine also lets go
+    of requests it never fetched — the throttle drops those still waiting for a token. Those are not done: they stay
+    in flight in the frontier, and the next attempt (or a live shard) fetches them. Only requests that got a response
+    count then."""
     slot = getattr(crawler.engine, "_slot", None)
     remove = getattr(slot, "remove_request", None)
     if remove is None:  # a Scrapy without that slot: a request counts as done when it leaves the downloader
@@ -22,10 +28,15 @@ def on_request_finished(crawler: Any, callback: Any) -> None:
             lambda request, spider: callback(request), signal=signals.request_left_downloader, weak=False
         )
         return
+    answered: weakref.WeakSet[Request] = weakref.WeakSet()
+    crawler.signals.connect(
+        lambda response, request, spider: answered.add(request), signal=signals.response_received, weak=False
+    )
 
     def remove_request(request: Request) -> None:
         try:
-            callback(request)
+            if slot.closing is None or request in answered:
+                callback(request)
         finally:
             remove(request)
 

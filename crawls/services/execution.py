@@ -210,6 +210,7 @@ def job_execute(
             return _job_run(job=job, attempt=attempt, worker=worker, shard=shard)
         except INFRASTRUCTURE_ERRORS as exc:
             # Trawl's own Redis or database failed: requeue, never blame the site (no error class, no backoff).
+            logger.warning("job %s: Trawl's infrastructure failed", job.pk, exc_info=True)
             return _result(job_requeue_infrastructure(job=job, reason=f"{type(exc).__name__}: {exc}") or job)
 
 

@@ -118,7 +118,7 @@ def test_redis_restarted_under_a_fast_crawl_leaves_every_process_up_and_loses_no
     assert "Unrecoverable error" not in logs, logs
     assert job.status in ("succeeded", "failed"), (job.status, job.error_class, job.error_message)
     if job.status == "succeeded":
-        assert fetched == pages, f"succeeded with {len(fetched)} of {len(pages)} pages"
+        assert fetched == pages, f"succeeded with {len(fetched)} of {len(pages)} pages: {sorted(pages - fetched)[:20]}"
     if persistence == "aof":
         assert job.status == "succeeded", (job.error_class, job.error_message)
         in_flight = settings.TRAWL_SCRAPY_SETTINGS["CONCURRENT_REQUESTS"]

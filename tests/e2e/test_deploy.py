@@ -111,3 +111,17 @@ def test_deploy_refuses_a_wrong_token_and_an_ambiguous_project(live_server, tmp_
     out = io.StringIO()
     with pytest.raises(CommandError, match=r"2 spiders .*CatalogueSpider.*OtherSpider.*choose one with --spider"):
         call_command("deploy", str(project), "--scraper", "dshop", stdout=out)
+
+
+def test_a_failed_build_prints_its_package_log_and_fails_the_command(worker, tmp_path):
+    # A dependency that no wheel directory has: the worker's pip cannot install it.
+    project = shutil.copytree(PROJECT, tmp_path / "needs-missing-dep")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('["scrapy>=2.11"]', '["scrapy>=2.11", "trawltestdep==9.0"]'))
+
+    with pytest.raises(CommandError) as refused:
+        call_command("deploy", str(project), "--scraper", "dshop", stdout=io.StringIO())
+
+    assert "dshop 0.3.0: the build failed" in str(refused.value)
+    assert "trawltestdep==9.0" in str(refused.value), "the package_log is printed"
+    assert ScraperVersion.objects.get(scraper__name="dshop", version="0.3.0").package_status == "failed"

@@ -51,7 +51,9 @@ def spiders_find(directory: Path) -> list[SpiderClass]:
         relative = source.relative_to(directory)
         if SKIPPED_DIRS.intersection(relative.parts[:-1]) or relative.name in {"setup.py", "conftest.py"}:
             continue
-        module = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
+        parts = relative.with_suffix("").parts
+        # The src layout: src/ is where packages start, not a package itself.
+        module = ".".join(parts[1:] if parts[0] == "src" and len(parts) > 1 else parts).removesuffix(".__init__")
         if modules and not any(module == m or module.startswith(f"{m}.") for m in modules):
             continue
         found.extend(_spider_classes(source, module))
@@ -65,8 +67,9 @@ def spider_modules(directory: Path) -> list[str]:
     settings_module = config.get("settings", "default", fallback="")
     if not settings_module:
         return []
-    settings_file = directory / Path(*settings_module.split(".")).with_suffix(".py")
-    if not settings_file.is_file():
+    relative = Path(*settings_module.split(".")).with_suffix(".py")
+    settings_file = next((d / relative for d in (directory, directory / "src") if (d / relative).is_file()), None)
+    if settings_file is None:
         return []
     for node in ast.parse(settings_file.read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "SPIDER_MODULES" for t in node.targets):

@@ -104,6 +104,11 @@ def test_deploy_over_http_bumps_and_rolls_out_a_canary(worker, shop, api, live_s
 def test_deploy_refuses_a_wrong_token_and_an_ambiguous_project(live_server, tmp_path):
     with pytest.raises(CommandError, match="answered 401"):
         deploy("--scraper", "dshop", "--url", live_server.url, "--token", "not-a-token")
+    # Registering code is for admins: an ordinary requester's token is refused before anything is created.
+    _, requester_token = token_issue(requester_name="someone")
+    with pytest.raises(CommandError, match="answered 403"):
+        deploy("--scraper", "dshop", "--url", live_server.url, "--token", requester_token)
+    assert not ScraperVersion.objects.filter(scraper__name="dshop").exists()
     project = tmp_path / "two"
     shutil.copytree(PROJECT, project)
     spiders = project / "deployshop" / "spiders" / "shop.py"

@@ -13,7 +13,7 @@ COPY requirements.txt .
 RUN pip install -r requirements.txt
 
 # Only what runs, never the working tree's .venv, var/ or tests. Add a new Django app here too (tests check it).
-COPY manage.py celeryconfig.py ./
+COPY manage.py celeryconfig.py flowerconfig.py ./
 COPY project/ project/
 COPY access/ access/
 COPY registry/ registry/

@@ -1,8 +1,26 @@
 """Admin for items: read-only, with the jobs that saw them and their price history."""
 
+from __future__ import annotations
+
+from datetime import datetime
+
 from django.contrib import admin
+from django.utils import timezone
+from django.utils.html import format_html
 
 from items.models import Item, ItemPriceChange, ItemSighting
+
+TITLE_CHARS = 48
+URL_CHARS = 56
+
+
+def _shortened(text: str, limit: int):
+    shown = text if len(text) <= limit else text[: limit - 1] + "…"
+    return format_html('<span title="{}">{}</span>', text, shown)
+
+
+def _when(moment: datetime | None) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else "–"
 
 
 class SightingInline(admin.TabularInline):
@@ -27,11 +45,32 @@ class PriceChangeInline(admin.TabularInline):
 
 @admin.register(Item)
 class ItemAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "url", "scraper", "category", "first_seen", "last_seen", "changed_at")
+    # Titles and URLs are shortened (in full on hover) and times compact, so "first seen" still fits at 1280 px.
+    list_display = ("short_title", "short_url", "scraper", "category", "first", "last", "changed")
     list_filter = ("scraper", "category", "changed_at", "last_seen")
     search_fields = ("url", "fingerprint")
     readonly_fields = [field.name for field in Item._meta.fields]
     inlines = [PriceChangeInline, SightingInline]
+
+    @admin.display(description="item")
+    def short_title(self, item: Item):
+        return _shortened(str(item), TITLE_CHARS)
+
+    @admin.display(description="url", ordering="url")
+    def short_url(self, item: Item):
+        return _shortened(item.url, URL_CHARS)
+
+    @admin.display(description="first seen", ordering="first_seen")
+    def first(self, item: Item) -> str:
+        return _when(item.first_seen)
+
+    @admin.display(description="last seen", ordering="last_seen")
+    def last(self, item: Item) -> str:
+        return _when(item.last_seen)
+
+    @admin.display(description="changed", ordering="changed_at")
+    def changed(self, item: Item) -> str:
+        return _when(item.changed_at)
 
     # Read-only: items are what crawls found; no Add, Save or Delete.
     def has_add_permission(self, request, obj=None) -> bool:

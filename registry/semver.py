@@ -27,3 +27,16 @@ def semver_key(value: str) -> tuple:
     else:
         pre_key = (0, *((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split(".")))
     return int(major), int(minor), int(patch), pre_key
+
+
+def semver_bump(latest: str | None, part: str) -> str:
+    """The next `part` (major, minor or patch) release after `latest`; the first release is 1.0.0."""
+    if latest is None:
+        return "1.0.0"
+    major, minor, patch = semver_key(latest)[:3]
+    if part == "major":
+        return f"{major + 1}.0.0"
+    if part == "minor":
+        return f"{major}.{minor + 1}.0"
+    # A pre-release's patch bump is that release itself (1.2.0-rc.1 → 1.2.0), as semver orders them.
+    return f"{major}.{minor}.{patch + (0 if SEMVER.match(latest).group(4) else 1)}"

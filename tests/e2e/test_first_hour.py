@@ -9,6 +9,12 @@ list is checked next to the code it is about:
   6. crawl --wait: version, work-based progress .. tests/e2e/test_crawl_command.py
   7. unknown variant → 400 ........................ tests/crawls/test_api_jobs.py
   8. landing page, /api/, effective share ........ tests/test_root.py, tests/registry/test_api_scrapers.py
+
+Issue 29's first hour, likewise:
+  - README snippets in order, ids in $JOB, deploy  tests/e2e/test_readme.py
+  - `manage.py deploy` to a running Trawl ......... tests/e2e/test_deploy.py
+  - Flower: job id, URL, outcome; failed is red ... tests/e2e/test_flower.py
+  - dashboard, item list, run chart at 1280 px .... tests/e2e/test_admin_fit.py
 """
 
 from __future__ import annotations

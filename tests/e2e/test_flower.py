@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -122,3 +123,37 @@ def test_housekeeping_tasks_stay_out_of_flowers_task_list(flower, api, builtins,
     names = {task.get("name") for task in tasks.values()}
     assert "crawls.tasks.run_crawl" in names, "the crawl must show"
     assert reaped.id not in tasks and swept.id not in tasks, f"housekeeping tasks shown: {names}"
+
+
+def flower_task(flower: str, job_id: str) -> dict | None:
+    """Flower's record of the job's run_crawl once it has an outcome (a result or an exception)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        tasks = json.loads(get(f"{flower}/api/tasks?taskname=crawls.tasks.run_crawl")[1] or b"{}")
+        mine = [t for t in tasks.values() if job_id in (t.get("args") or "")]
+        done = [t for t in mine if t.get("result") or t.get("exception")]
+        if done:
+            return done[0]
+        time.sleep(0.3)
+    return None
+
+
+def test_flower_lists_job_id_url_and_outcome_and_a_failed_crawl_is_failure(flower, api, builtins, site, job_waiter):
+    url = f"{site.url}/no-such-page.html"
+    job = api.post("/api/jobs/", {"url": url}, format="json").json()
+    ended = job_waiter(job["id"])
+    assert (ended.status, ended.error_class) == ("failed", "http_4xx")
+
+    shown = flower_task(flower, job["id"])
+    assert shown is not None, f"flower never showed run_crawl for {job['id']}"
+    # Red, with the outcome and the URL, instead of a green SUCCESS whose result says "failed".
+    assert shown["state"] == "FAILURE"
+    assert shown["exception"] == f"CrawlFailed('failed http_4xx: {url}')"
+    assert shown["args"] == f"['{job['id']}', 1]" and url in shown["kwargs"]
+    # The list page shows those columns (Flower's default list has neither args, kwargs, result nor exception).
+    status, page = get(f"{flower}/tasks")
+    assert status == 200
+    headers = re.findall(r"<th[^>]*>\s*([^<]+?)\s*</th>", page.decode())
+    assert [h for h in headers if h in {"Name", "State", "args", "kwargs", "Result", "Exception"}] == [
+        "Name", "State", "args", "kwargs", "Result", "Exception",
+    ], headers  # fmt: skip

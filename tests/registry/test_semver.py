@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from registry.models import validate_semver
-from registry.semver import is_semver, semver_key
+from registry.semver import is_semver, semver_bump, semver_key
 
 # The precedence example from semver.org §11, lowest first.
 SPEC_ORDER = [
@@ -57,3 +57,18 @@ def test_invalid_versions_are_rejected(value):
         semver_key(value)
     with pytest.raises(ValidationError):
         validate_semver(value)
+
+
+@pytest.mark.parametrize(
+    ("latest", "part", "bumped"),
+    [
+        (None, "patch", "1.0.0"),
+        ("1.4.2", "patch", "1.4.3"),
+        ("1.4.2", "minor", "1.5.0"),
+        ("1.4.2", "major", "2.0.0"),
+        ("1.5.0-rc.1", "patch", "1.5.0"),
+        ("1.4.2+build.7", "patch", "1.4.3"),
+    ],
+)
+def test_deploy_bump_follows_the_latest_version(latest, part, bumped):
+    assert semver_bump(latest, part) == bumped

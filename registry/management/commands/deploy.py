@@ -1,0 +1,95 @@
+"""`manage.py deploy [PROJECT_DIR] --scraper NAME`: ship a Scrapy project as a new packaged version, like `shub deploy`.
+
+Builds the project's wheel, registers it (here, or on a remote Trawl with --url/--token or TRAWL_URL/TRAWL_TOKEN),
+waits until a worker has built it and prints how to crawl with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from project.errors import TrawlError
+from registry.deploy.deploying import DeployRequest, build_wait, deploy_run
+from registry.deploy.targets import LocalTarget, RemoteTarget, Target
+from registry.models import Variant
+
+
+class Command(BaseCommand):
+    help = (
+        "Build a wheel from a Scrapy project (pyproject.toml or setup.py) and register it as a new packaged version "
+        "of a scraper (created if new); wait until a worker has built it, then print a crawl command."
+    )
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any):
+        # `--version` here is the scraper version: replace Django's own `--version` flag (as `crawl` does).
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("project", nargs="?", default=".", help="the Scrapy project's directory (default: .)")
+        parser.add_argument("--scraper", required=True, help="scraper name; created if it does not exist")
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument("--version", dest="scraper_version", default="", help="version to register, e.g. 1.2.0")
+        which.add_argument(
+            "--bump", choices=["patch", "minor", "major"], help="the scraper's latest version + 1 (first: 1.0.0)"
+        )
+        parser.add_argument("--spider", default="", help="dotted path of the Spider class (default: the only one)")
+        parser.add_argument("--variant", choices=Variant.values, default=Variant.STABLE)
+        parser.add_argument("--traffic", type=int, default=0, help="share of unpinned jobs, 0..100")
+        parser.add_argument("--default", action="store_true", help="make it the default (a new scraper's first is)")
+        parser.add_argument("--scrapy-settings", default="{}", help='version settings, JSON: {"DOWNLOAD_DELAY": 1}')
+        parser.add_argument("--url", default=os.environ.get("TRAWL_URL", ""), help="a remote Trawl (or TRAWL_URL)")
+        parser.add_argument("--token", default=os.environ.get("TRAWL_TOKEN", ""), help="admin token (or TRAWL_TOKEN)")
+        parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the build (default 600)")
+
+    def handle(self, *args, **options) -> None:
+        request = DeployRequest(
+            directory=Path(options["project"]),
+            scraper=options["scraper"],
+            version=options["scraper_version"],
+            bump=options["bump"] or "",
+            spider=options["spider"],
+            variant=options["variant"],
+            traffic_pct=options["traffic"],
+            is_default=options["default"],
+            settings=_settings(options["scrapy_settings"]),
+        )
+        try:
+            target: Target = RemoteTarget(options["url"], options["token"]) if options["url"] else LocalTarget()
+            created, spider = deploy_run(request=request, target=target, say=self.stdout.write)
+            self.stdout.write(f"waiting for a worker to build {request.scraper} {created['version']} ...")
+            ready = build_wait(
+                target=target, scraper=request.scraper, version=created["version"], timeout=options["timeout"]
+            )
+        except TrawlError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(self.style.SUCCESS(f"{request.scraper} {ready['version']} is ready"))
+        start = spider.start_url or "URL"
+        self.stdout.write(_crawl_command(options["url"], request.scraper, ready["version"], start))
+
+
+def _settings(text: str) -> dict:
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--scrapy-settings is not valid JSON: {exc}") from None
+    if not isinstance(settings, dict):
+        raise CommandError("--scrapy-settings must be a JSON object")
+    return settings
+
+
+def _crawl_command(url: str, scraper: str, version: str, start: str) -> str:
+    if not url:
+        args = shlex.join([start, "--scraper", scraper, "--version", version, "--wait"])
+        return f"crawl with it:\n  .venv/bin/python manage.py crawl {args}"
+    body = json.dumps({"url": start, "scraper": scraper, "version": version})
+    return (
+        "crawl with it:\n"
+        f"  curl -s -H \"Authorization: Token $TRAWL_TOKEN\" -H 'Content-Type: application/json' \\\n"
+        f"    -d {shlex.quote(body)} {url.rstrip('/')}/api/jobs/"
+    )

@@ -9,31 +9,18 @@ from celery import shared_task
 from crawls.services.batch_runs import batch_finalize, batch_launch, batches_sweep
 from crawls.services.execution import job_execute
 from crawls.services.reaper import jobs_reap
-from crawls.states import JobStatus
 from sources.services.dispatch import sources_dispatch_due
 
 
-class CrawlFailed(Exception):
-    """A crawl that ended failed or dead, raised so Celery and Flower call the task FAILURE (red) instead of SUCCESS.
-
-    Expected (`throws`): the worker logs one INFO line, no traceback. The job row is already final and nothing
-    retries the task. Raised only outside a batch's chord: a failing header task would end the chord through its error
-    path, so batch crawls keep returning their result (SUCCESS, the outcome first in the result)."""
-
-
 # `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth. The result (Flower's
-# "Result" column) starts with the job's status and URL: `{'status': 'succeeded', 'url': '...', ...}`.
+# "Result" column; the state is SUCCESS whatever the outcome, so that chords complete) starts with the job's status
+# and URL: `{'status': 'failed', 'url': '...', 'error_class': 'http_5xx', ...}`.
 # `shard` > 0: one more process for a job with `parallelism` > 1, sharing its frontier (crawls.services.shards).
-@shared_task(
-    bind=True, name="crawls.tasks.run_crawl", acks_late=True, reject_on_worker_lost=True, throws=(CrawlFailed,)
-)
+@shared_task(bind=True, name="crawls.tasks.run_crawl", acks_late=True, reject_on_worker_lost=True)
 def run_crawl(self, job_id: str, attempt: int = 1, url: str = "", shard: int = 0) -> dict:
     worker = f"{self.request.hostname or 'local'}/{os.getpid()}"
     soft_limit = (self.request.timelimit or (None, None))[1]  # the slot's limits bound which job may take it
-    result = job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit, shard=shard)
-    if result.get("status") in (JobStatus.FAILED, JobStatus.DEAD) and not self.request.chord:
-        raise CrawlFailed(f"{result['status']} {result.get('error_class') or ''}: {result['url']}")
-    return result
+    return job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit, shard=shard)
 
 
 # Beat sends one every minute, so an older one still waiting (no ops worker for a while) is dropped, not run late.

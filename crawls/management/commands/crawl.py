@@ -14,9 +14,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from access.models import Requester
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.progress import progress_read
+from crawls.serializers import JobCreateSerializer
 from crawls.services import job_create
 from ops.joblog import job_log_new_lines
 from project.errors import TrawlError
+from project.serializers import errors_flat
+
+
+def job_spec(opts: dict[str, Any], options: Any) -> dict[str, Any]:
+    """The command's flags as the JSON body POST /api/jobs/ takes (flags left empty are left out, as in the API)."""
+    spec = {"url": opts["url"], "priority": opts["priority"], "options": options}
+    named = {"scraper": opts["scraper"], "version": opts["scraper_version"], "variant": opts["variant"]}
+    return spec | {name: value for name, value in named.items() if value}
+
+
+def errors_text(detail: Any) -> str:
+    """One `field: message` line per error, e.g. `options.bogus: Unknown field.`"""
+    return "\n".join(f"{field}: {message}" for field, message in errors_flat(detail))
 
 
 def version_label(job: CrawlJob) -> str:
@@ -97,27 +111,24 @@ class Command(BaseCommand):
         self.report(job)
 
     def submit(self, opts: dict[str, Any]) -> CrawlJob:
+        """The job, checked by the serializer POST /api/jobs/ uses: what the API refuses, the command refuses, with
+        the same messages (`options.maxdepth: Ensure this value is less than or equal to 20.`)."""
         try:
             options = json.loads(opts["options"])
         except json.JSONDecodeError as exc:
-            raise CommandError(f"--options is not JSON: {exc}", returncode=2) from None
+            raise CommandError(f"options: not JSON: {exc}", returncode=2) from None
         requester = None
         if opts["requester"]:
             requester = Requester.objects.filter(name=opts["requester"]).first()
             if requester is None:
-                raise CommandError(f"no requester named {opts['requester']!r}", returncode=2)
+                raise CommandError(f"requester: no requester named {opts['requester']!r}", returncode=2)
+        spec = JobCreateSerializer(data=job_spec(opts, options))
+        if not spec.is_valid():
+            raise CommandError(errors_text(spec.errors), returncode=2)
         try:
-            return job_create(
-                url=opts["url"],
-                scraper=opts["scraper"],
-                version=opts["scraper_version"],
-                variant=opts["variant"],
-                priority=opts["priority"],
-                options=options,
-                requester=requester,
-            )
+            return job_create(requester=requester, **spec.validated_data)
         except TrawlError as exc:
-            raise CommandError(f"{exc.field or 'job'}: {exc.message}", returncode=2) from None
+            raise CommandError(errors_text(exc.as_dict()), returncode=2) from None
 
     def watch(self, job: CrawlJob, *, timeout: float, interval: float) -> CrawlJob:
         tty = self.stdout.isatty()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from datetime import timedelta
 
 import pytest
@@ -9,6 +11,7 @@ from django.utils import timezone
 
 from crawls.models import CrawlJob, JobStatus
 from ops.joblog import JobLogSink, job_log_forget
+from ops.logcapture import job_log_capture
 from registry.models import Scraper
 from sources.models import Source
 
@@ -36,6 +39,26 @@ def test_job_page_shows_its_log_and_alerts(admin_client, source):
 
     assert "2026-11-23T09:00:00.000Z INFO shop &lt;b&gt;parsed&lt;/b&gt; 1 product" in page
     assert '<td><b style="color:#dc3545">min_items</b></td><td>100</td><td>1</td>' in page
+
+
+def test_the_job_pages_log_box_shows_a_multi_line_record_on_its_own_lines(admin_client, source):
+    job = CrawlJob.objects.create(url=source.url, scraper=source.scraper, status=JobStatus.FAILED)
+    with job_log_capture(job_id=job.pk, attempt=1):
+        try:
+            raise KeyError("region")
+        except KeyError:
+            logging.getLogger("shop").exception("spider failed")
+    try:
+        page = admin_client.get(f"/admin/crawls/crawljob/{job.pk}/change/").content.decode()
+        raw = admin_client.get(f"/admin/crawls/crawljob/{job.pk}/log/").content.decode()
+    finally:
+        job_log_forget(jobs=[(job.pk, 2)])
+
+    box = page.split('<pre style="max-height:30em')[1].split("</pre>")[0]
+    assert "\\n" not in box and "\\n" not in raw
+    assert re.search(r"\n\S+Z ERROR shop \| Traceback \(most recent call last\):\n", box), box
+    assert re.search(r"\n\S+Z ERROR shop \| KeyError: &#x27;region&#x27;\n", box), box
+    assert re.search(r"\n\S+Z ERROR shop \| KeyError: 'region'\n", raw), raw
 
 
 def test_source_page_charts_its_runs(admin_client, source):

@@ -324,7 +324,8 @@ def throttle_options() -> dict[str, Any]:
     from throttling.services import throttle_buckets, throttle_controller
 
     if not django_settings.TRAWL_THROTTLE_ENABLED:
-        raise NotConfigured("TRAWL_THROTTLE_ENABLED is off")
+        logger.info("throttle off: TRAWL_THROTTLE_ENABLED is off")
+        raise NotConfigured  # the operator's choice: said at INFO, not as Scrapy's WARNING in every job
     return {
         "buckets": throttle_buckets(),
         "controller": throttle_controller(),

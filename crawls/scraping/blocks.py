@@ -38,7 +38,7 @@ class BlockDetector:
     def process_response(self, request: Request, response: Response) -> Response:
         if request.meta.get("dont_detect_blocks") or "robots.txt" in request.url.rsplit("/", 1)[-1]:
             return response
-        self.stats.inc_value("blocks/responses")
+        self.stats.inc_value("blocks/checked")  # every response looked at; `blocked` are blocks
         captcha = captcha_marker(response.body, self.markers) if response.body else None
         if captcha:
             self.stats.inc_value("blocks/captcha")

@@ -78,3 +78,13 @@ def test_source_page_charts_its_runs(admin_client, source):
     assert f'id="source-runs-{source.pk}"' in page
     assert "chart.umd.min.js" in page
     assert '"items_new": 7' in page and page.index('"items_new": 7') < page.index('"items_new": 3')
+
+
+def test_the_job_page_shows_the_wall_clock_throttle_delay_apart_from_the_summed_waits(admin_client, source):
+    stats = {"pages": 133, "throttle": {"waits": 1527, "wait_seconds_total": 65.5, "held_seconds": 4.2}}
+    job = CrawlJob.objects.create(url=source.url, scraper=source.scraper, status=JobStatus.SUCCEEDED, stats=stats)
+
+    page = admin_client.get(f"/admin/crawls/crawljob/{job.pk}/change/").content.decode()
+
+    assert re.search(r"throttle delay</th><td[^>]*>4.2 s \(1527 waits\)</td>", page), page
+    assert re.search(r"… summed over requests</th><td[^>]*>65.5 s</td>", page), page

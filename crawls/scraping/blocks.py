@@ -1,5 +1,5 @@
 """Block detection on every response: statuses that mean "go away" (403, 429) and captcha or challenge pages (a 200
-whose body is a captcha is a block too). Counted as `blocks/responses` (all), `blocks/blocked` and `blocks/captcha`;
+whose body is a captcha is a block too). Counted as `blocks/checked` (all), `blocks/blocked` and `blocks/captcha`;
 the job's outcome (crawls.scraping.outcome) is `blocked` once blocks are a large share of what the site answered, so
 one 2xx among a run of 403s no longer counts as a success, and the source backs off."""
 

@@ -9,9 +9,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from access.models import Requester
+from crawls.management.progress_line import progress_display, progress_line, version_label
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.progress import progress_read
 from crawls.serializers import JobCreateSerializer
@@ -31,45 +31,6 @@ def job_spec(opts: dict[str, Any], options: Any) -> dict[str, Any]:
 def errors_text(detail: Any) -> str:
     """One `field: message` line per error, e.g. `options.bogus: Unknown field.`"""
     return "\n".join(f"{field}: {message}" for field, message in errors_flat(detail))
-
-
-def version_label(job: CrawlJob) -> str:
-    """Which version runs the job: `shop 1.1.0 (canary)`, or what was asked while it is not routed yet."""
-    if job.version_id:
-        return f"{job.scraper.name} {job.version.version} ({job.version.variant})"
-    asked = job.requested_version or job.requested_variant or "routing"
-    return f"{job.scraper.name} ({asked})"
-
-
-def throttle_delay(stats: dict[str, Any]) -> float:
-    """How long the throttle held the crawl back (at least one request waiting for a token): wall time, not the sum of
-    every concurrent request's wait, which reads as more than the crawl took."""
-    throttle = stats.get("throttle") if isinstance(stats.get("throttle"), dict) else {}
-    value = throttle.get("held_seconds", stats.get("throttle/held_seconds", 0))
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
-def work(stats: dict[str, Any]) -> tuple[int, int]:
-    """(pages fetched, pages fetched + requests still queued): the work done out of the work known so far."""
-    pages = int(stats.get("pages", 0) or 0)
-    return pages, pages + int(stats.get("queued", 0) or 0)
-
-
-def progress_detail(stats: dict[str, Any]) -> str:
-    items_new, items_changed = stats.get("items_new", 0), stats.get("items_changed", 0)
-    items = stats.get("items", items_new + items_changed + stats.get("items_unchanged", 0))
-    return f"items {items} ({items_new} new, {items_changed} changed)  throttle delay {throttle_delay(stats):.1f} s"
-
-
-def progress_line(*, status: str, version: str, stats: dict[str, Any], elapsed: float) -> str:
-    """The progress as one plain line (output that is not a terminal): status, version, work done, items, throttle."""
-    done, known = work(stats)
-    return f"{status:<9} {version}  pages {done} of {known}  {progress_detail(stats)}  {_clock(elapsed)}"
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}:{secs:02d}"
 
 
 class Command(BaseCommand):
@@ -133,30 +94,20 @@ class Command(BaseCommand):
     def watch(self, job: CrawlJob, *, timeout: float, interval: float) -> CrawlJob:
         tty = self.stdout.isatty()
         self.console = Console(file=self.stdout._out, force_terminal=tty, highlight=False)
-        bar = Progress(
-            TextColumn("{task.fields[status]:<9} {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("pages  {task.fields[detail]}"),
-            TimeElapsedColumn(),
-            console=self.console,
-            disable=not tty,
-        )
+        bar = progress_display(self.console, disable=not tty)
         started, last_seen, last_print = time.monotonic(), None, 0.0
         try:
             with bar:
-                task = bar.add_task(version_label(job), total=None, status=job.status, detail="")
+                task = bar.add_task(version_label(job), total=None, status=job.status, stats={}, elapsed=0.0)
                 while True:
                     job, stats = self.current(job)
                     if self.follow_log:
                         self.print_log(job)
-                    done, known = work(stats)
-                    description, detail = version_label(job), progress_detail(stats)
-                    bar.update(task, description=description, completed=done, total=known or None)
-                    bar.update(task, status=job.status, detail=detail)
+                    running_for = (time.time() - job.started_at.timestamp()) if job.started_at else 0.0
+                    description = version_label(job)
+                    bar.update(task, description=description, status=job.status, stats=stats, elapsed=running_for)
                     if not tty and ((job.status, stats) != last_seen or time.monotonic() - last_print > 10):
                         # A log, not a screen: a new line only when something moved.
-                        running_for = (time.time() - job.started_at.timestamp()) if job.started_at else 0.0
                         line = progress_line(status=job.status, version=description, stats=stats, elapsed=running_for)
                         self.stdout.write(line)
                         last_print = time.monotonic()

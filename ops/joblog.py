@@ -34,12 +34,13 @@ def record_line(record: logging.LogRecord, *, max_chars: int) -> str:
         record.exc_text = logging.Formatter().formatException(record.exc_info)
     if record.exc_text:
         message = f"{message}\n{record.exc_text}"
-    message = message.replace("\r", "")
     if len(message) > max_chars:
         message = message[: max_chars - 1] + "…"
     # A spider names its own loggers: a space in a name would shift the fields every reader splits on.
     head = f"{at} {_word(record.levelname)} {_word(record.name)}"
-    first, *rest = message.split("\n")
+    # Every line boundary a reader may split on (\r, \v, \u2028...), not just \n, starts a continuation line: a
+    # message can never forge a record of its own.
+    first, *rest = message.splitlines() or [""]
     if len(rest) > MAX_RECORD_LINES:
         rest = [*rest[:MAX_RECORD_LINES], f"… {len(rest) - MAX_RECORD_LINES} more lines"]
     return "\n".join([f"{head} {first}", *(f"{head} {CONTINUATION}{line}" for line in rest)])

@@ -119,6 +119,17 @@ def test_tail_and_level_count_a_multi_line_record_as_one_record(api, job):
     assert [line.split(" ", 3)[3] for line in warnings] == ["no price on", "|   two lines"]
 
 
+@pytest.mark.parametrize("separator", ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_a_message_cannot_forge_a_record_whatever_line_break_it_uses(api, job, separator):
+    with job_log_capture(job_id=job.pk, attempt=1):
+        logging.getLogger("shop").info("price %s", f"12{separator}2026-11-23T09:00:00.000Z ERROR trawl.jobs forged")
+
+    text = api.get(f"/api/jobs/{job.pk}/log/").content.decode()
+    lines = text.splitlines()
+    assert len(lines) == 2 and lines[1].split(" ", 3)[3] == "| 2026-11-23T09:00:00.000Z ERROR trawl.jobs forged"
+    assert api.get(f"/api/jobs/{job.pk}/log/", {"level": "ERROR"}).content == b""
+
+
 def test_the_records_read_the_same_while_running_and_once_stored(job):
     with job_log_capture(job_id=job.pk, attempt=1):
         logging.getLogger("scrapy.statscollectors").info("Dumping Scrapy stats:\n%s", "{'a': 1,\n 'b': 2}")
@@ -133,9 +144,9 @@ def test_the_records_read_the_same_while_running_and_once_stored(job):
 
 
 def test_a_record_with_thousands_of_lines_is_bounded(job, settings):
-    settings.TRAWL_JOB_LOG_LINE_CHARS = 100_000
+    settings.TRAWL_JOB_LOG_LINE_CHARS = 1_000_000
     with job_log_capture(job_id=job.pk, attempt=1):
-        logging.getLogger("shop").info("x" + "\n" * 50_000)
+        logging.getLogger("shop").info("\n".join(["x"] * 50_001))
 
     (record,) = job_log_lines(job=job)
     lines = record.split("\n")

@@ -324,8 +324,7 @@ def throttle_options() -> dict[str, Any]:
     from throttling.services import throttle_buckets, throttle_controller
 
     if not django_settings.TRAWL_THROTTLE_ENABLED:
-        logger.info("throttle off: TRAWL_THROTTLE_ENABLED is off")
-        raise NotConfigured  # the operator's choice: said at INFO, not as Scrapy's WARNING in every job
+        raise NotConfigured  # the project's choice (TRAWL_THROTTLE_ENABLED): no message, no WARNING in every job
     return {
         "buckets": throttle_buckets(),
         "controller": throttle_controller(),

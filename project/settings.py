@@ -126,7 +126,6 @@ REST_FRAMEWORK = {
     # JSON only (415 otherwise): a JSON body sent without its Content-Type must not be read as form fields. The
     # version upload adds multipart/form-data itself.
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Trawl API",

@@ -3,6 +3,7 @@ same fields and messages, and creates nothing."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -78,3 +79,15 @@ def test_a_good_job_is_created_as_the_api_creates_it(builtins, sent_tasks, capsy
     assert (job.url, job.scraper.name, job.priority) == (URL, "link", 70)
     assert job.options == {"maxdepth": 2, "allowed_domains": ["shop.test"]}
     assert capsys.readouterr().out.strip() == str(job.pk)
+
+
+def test_a_refusal_of_no_field_prints_the_apis_message(builtins, requester, sent_tasks):
+    requester.max_active_jobs = 1
+    requester.save(update_fields=["max_active_jobs"])
+    call_command("crawl", URL, "--requester", requester.name, stdout=io.StringIO())
+
+    refusal = cli_refusal(URL, "--requester", requester.name)
+
+    assert refusal.returncode == 2
+    assert str(refusal).startswith("requester alice may have at most 1 active jobs"), str(refusal)
+    assert CrawlJob.objects.count() == 1

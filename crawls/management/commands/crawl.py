@@ -20,6 +20,8 @@ from ops.joblog import job_log_new_lines
 from project.errors import TrawlError
 from project.serializers import errors_flat
 
+GENERAL = ("detail", "non_field_errors")  # how DRF names an error of the whole request
+
 
 def job_spec(opts: dict[str, Any], options: Any) -> dict[str, Any]:
     """The command's flags as the JSON body POST /api/jobs/ takes (flags left empty are left out, as in the API)."""
@@ -29,8 +31,9 @@ def job_spec(opts: dict[str, Any], options: Any) -> dict[str, Any]:
 
 
 def errors_text(detail: Any) -> str:
-    """One `field: message` line per error, e.g. `options.bogus: Unknown field.`"""
-    return "\n".join(f"{field}: {message}" for field, message in errors_flat(detail))
+    """One `field: message` line per error, e.g. `options.bogus: Unknown field.`; an error of no field, its message."""
+    lines = errors_flat(detail)
+    return "\n".join(message if field in GENERAL else f"{field}: {message}" for field, message in lines)
 
 
 class Command(BaseCommand):

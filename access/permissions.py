@@ -6,7 +6,7 @@ from access.models import Requester
 
 
 class IsRequester(BasePermission):
-    message = "Send `Authorization: Token <token>`; `manage.py issue_token` makes one."
+    message = "Send `Authorization: Token <token>` (or `Bearer <token>`); `manage.py issue_token` makes one."
 
     def has_permission(self, request, view) -> bool:
         return isinstance(request.user, Requester)

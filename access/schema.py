@@ -14,5 +14,5 @@ class RequesterTokenScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "Authorization",
-            "description": "`Token <token>`, as printed by `manage.py issue_token`.",
+            "description": "`Token <token>` (or `Bearer <token>`), as printed by `manage.py issue_token`.",
         }

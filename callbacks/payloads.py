@@ -38,6 +38,7 @@ def job_data(job: CrawlJob) -> dict[str, Any]:
         "error_class": job.error_class,
         "error": job.error_message,
         "items_url": f"{base}/api/jobs/{job.pk}/items/",
+        "log_url": f"{base}/api/jobs/{job.pk}/log/",
         "batch_id": str(job.batch_id) if job.batch_id else None,
         "queued_at": _time(job.queued_at),
         "started_at": _time(job.started_at),

@@ -40,11 +40,19 @@ def job_numbers(job: CrawlJob) -> SafeString:
         ("status codes", _counts(stats.get("status_codes"))),
         ("download errors", _counts(stats.get("download_errors"))),
         ("spider exceptions", stats.get("spider_exceptions", 0)),
+        # Wall-clock time the crawl was held back, apart from the waits summed over concurrent requests (which may
+        # add up to more than the crawl took).
         ("throttle delay", f"{throttle.get('held_seconds', 0):.1f} s ({throttle.get('waits', 0)} waits)"),
+        ("… summed over requests", f"{_summed_wait(throttle):.1f} s"),
         ("finish reason", stats.get("finish_reason") or "–"),
         ("duration", f"{job.duration:.1f} s" if job.duration is not None else "–"),
     ]
     return render_to_string("admin/crawls/numbers.html", {"rows": rows})
+
+
+def _summed_wait(throttle: dict) -> float:
+    value = throttle.get("wait_seconds_total", throttle.get("wait_seconds", 0))  # the old name: jobs stored before
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _counts(counts: Any) -> str:

@@ -77,7 +77,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def log(self, request: Request, pk: str) -> HttpResponse:
         """The job's log, one record a line: `2026-11-23T09:00:00.123Z INFO scrapy.core.engine Spider opened`.
 
-        Readable while the job runs and after it ends. `?tail=N`, `?level=WARNING`, `?attempt=N`.
+        A multi-line record (a traceback) continues on lines that repeat its time, level and logger, then `| `.
+        Readable while the job runs and after it ends. `?tail=N` (records), `?level=WARNING`, `?attempt=N`.
         """
         return job_log_response(job=self.get_object(), params=request.query_params)
 

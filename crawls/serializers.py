@@ -88,6 +88,7 @@ class JobSerializer(serializers.ModelSerializer):
     error = serializers.CharField(source="error_message")
     duration = serializers.FloatField(allow_null=True)
     items_url = serializers.SerializerMethodField()
+    log_url = serializers.SerializerMethodField(help_text="The job's log as text/plain (`?tail=N`, `?level=`).")
 
     class Meta:
         model = CrawlJob
@@ -117,11 +118,17 @@ class JobSerializer(serializers.ModelSerializer):
             "callback_url",
             "source",
             "items_url",
+            "log_url",
             "alerts",
         ]
 
     def get_items_url(self, job: CrawlJob) -> str:
-        path = f"/api/jobs/{job.pk}/items/"
+        return self._link(f"/api/jobs/{job.pk}/items/")
+
+    def get_log_url(self, job: CrawlJob) -> str:
+        return self._link(f"/api/jobs/{job.pk}/log/")
+
+    def _link(self, path: str) -> str:
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request else path
 

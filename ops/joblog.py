@@ -20,18 +20,51 @@ from project.redis import get_redis, redis_key
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 MARKER_LOGGER = "trawl.joblog"
+CONTINUATION = "| "  # after the time, level and logger of a multi-line record's second and later lines
+MAX_RECORD_LINES = 500  # with TRAWL_JOB_LOG_LINE_CHARS, bounds what one record's line prefixes can add
 
 
 def record_line(record: logging.LogRecord, *, max_chars: int) -> str:
-    """`2026-11-23T09:00:00.123Z INFO scrapy.core.engine Spider opened`: one record, one line (newlines escaped)."""
+    """`2026-11-23T09:00:00.123Z INFO scrapy.core.engine Spider opened`: one record. A multi-line record (a traceback,
+    Scrapy's stats dump) keeps its lines, each continuation line prefixed with the record's time, level and logger
+    then `| `, so that every line still starts with a time and a level and the record can be told apart again."""
     at = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     message = record.getMessage()
     if record.exc_info and not record.exc_text:
         record.exc_text = logging.Formatter().formatException(record.exc_info)
     if record.exc_text:
         message = f"{message}\n{record.exc_text}"
-    line = f"{at} {record.levelname} {record.name} {message}".replace("\r", "").replace("\n", "\\n")
-    return line if len(line) <= max_chars else line[: max_chars - 1] + "…"
+    if len(message) > max_chars:
+        message = message[: max_chars - 1] + "…"
+    # A spider names its own loggers: a space in a name would shift the fields every reader splits on.
+    head = f"{at} {_word(record.levelname)} {_word(record.name)}"
+    # Every line boundary a reader may split on (\r, \v, \u2028...), not just \n, starts a continuation line: a
+    # message can never forge a record of its own.
+    first, *rest = message.splitlines() or [""]
+    if len(rest) > MAX_RECORD_LINES:
+        rest = [*rest[:MAX_RECORD_LINES], f"… {len(rest) - MAX_RECORD_LINES} more lines"]
+    return "\n".join([f"{head} {first}", *(f"{head} {CONTINUATION}{line}" for line in rest)])
+
+
+def _word(name: str) -> str:
+    return "_".join(str(name).split()) or "-"
+
+
+def records_of(lines: list[str]) -> list[str]:
+    """Lines (a stored log's text split on newlines) back into records: a line with the previous record's time, level
+    and logger followed by `| ` continues it. Logs stored before records kept their lines read one record a line."""
+    records: list[str] = []
+    for line in lines:
+        if records and _continues(records[-1], line):
+            records[-1] += "\n" + line
+        else:
+            records.append(line)
+    return records
+
+
+def _continues(record: str, line: str) -> bool:
+    fields = line.split(" ", 3)
+    return len(fields) == 4 and fields[3].startswith(CONTINUATION) and record.startswith(" ".join(fields[:3]) + " ")
 
 
 def _keys(job_id: object, attempt: int, shard: int) -> tuple[str, str, str]:
@@ -125,12 +158,17 @@ def job_log_forget(*, jobs: list[tuple[object, int]]) -> None:
 
 
 def job_log_lines(*, job: CrawlJob, attempt: int | None = None, level: str = "", tail: int | None = None) -> list[str]:
-    """The records of one attempt (the job's current one by default), every shard merged by time."""
+    """The records of one attempt (the job's current one by default), every shard merged by time. A multi-line record
+    is one item (its lines joined by newlines): `tail` and `level` count and filter records, not lines."""
     attempt = attempt or job.attempt
     # Redis before the database: a log moved in between is then found in the database, never in neither.
     shards = {int(shard) for shard in get_redis().smembers(_shards_key(job.pk, attempt))}
     live = {shard: _redis_lines(job.pk, attempt, shard)[0] for shard in shards}
-    stored = {log.shard: log.text.split("\n") for log in JobLog.objects.filter(job=job, attempt=attempt) if log.text}
+    stored = {
+        log.shard: records_of(log.text.split("\n"))
+        for log in JobLog.objects.filter(job=job, attempt=attempt)
+        if log.text
+    }
     per_shard = [lines for shard, lines in sorted({**live, **stored}.items()) if lines]
     lines = per_shard[0] if len(per_shard) == 1 else list(heapq.merge(*per_shard))
     if level:

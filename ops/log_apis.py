@@ -1,4 +1,5 @@
-"""`GET /api/jobs/{id}/log/`: a job's log as text/plain, one record a line (the action lives on JobViewSet)."""
+"""`GET /api/jobs/{id}/log/`: a job's log as text/plain, one record a line, a multi-line record continued on
+`| ` lines (the action lives on JobViewSet)."""
 
 from __future__ import annotations
 

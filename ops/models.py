@@ -9,7 +9,8 @@ class JobLog(models.Model):
     job = models.ForeignKey("crawls.CrawlJob", on_delete=models.CASCADE, related_name="logs")
     attempt = models.PositiveSmallIntegerField()
     shard = models.PositiveSmallIntegerField(default=0)
-    # One record a line, head and tail of a long log with a marker line where records were dropped.
+    # One record a line (a multi-line record's further lines prefixed with its time, level, logger and `| `), head
+    # and tail of a long log with a marker line where records were dropped.
     text = models.TextField(blank=True)
     records = models.PositiveIntegerField(default=0, help_text="Records logged, kept or not.")
     dropped = models.PositiveIntegerField(default=0)

@@ -37,8 +37,17 @@ def throttle_numbers(stats: Mapping[str, Any]) -> dict[str, float]:
     """Throttle waits of a job from its stats: flat Scrapy keys (`throttle/waits`) or a nested `throttle` dict."""
     nested = stats.get("throttle") if isinstance(stats.get("throttle"), Mapping) else {}
     numbers = {}
-    for name in ("waits", "wait_seconds", "delayed"):
-        candidates = (stats.get(f"throttle/{name}"), nested.get(name), nested.get(f"throttle/{name}"))
+    # The summed wait is `wait_seconds_total` in a job's stats; jobs stored before the rename say `wait_seconds`.
+    for name, keys in (
+        ("waits", ("waits",)),
+        ("wait_seconds", ("wait_seconds_total", "wait_seconds")),
+        ("delayed", ("delayed",)),
+    ):
+        candidates = [
+            value
+            for key in keys
+            for value in (stats.get(f"throttle/{key}"), nested.get(key), nested.get(f"throttle/{key}"))
+        ]
         numbers[name] = next((v for v in candidates if isinstance(v, int | float) and not isinstance(v, bool)), 0)
     return numbers
 

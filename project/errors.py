@@ -1,12 +1,23 @@
-"""The one error type services raise, and how the API turns it into a 400."""
+"""The one error type services raise, and how the API turns errors into JSON: 400s, 415s naming the type to send,
+and 404s for any path under /api/ (a malformed id never resolves to a view, so DRF never sees it)."""
 
 from __future__ import annotations
 
-from rest_framework import status
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from project.unavailable import RETRY_AFTER_SECONDS, is_redis_outage, redis_unavailable_body
+
+API_PREFIX = "/api/"
+NO_CREDENTIALS = (
+    "Authentication credentials were not provided: send `Authorization: Token <token>` (or `Bearer <token>`); "
+    "`manage.py issue_token <requester>` makes one."
+)
 
 
 class TrawlError(Exception):
@@ -33,7 +44,48 @@ def api_exception_handler(exc, context):
     if is_redis_outage(exc):  # Trawl's Redis away: 503 with the reason (project/unavailable.py)
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         return Response(redis_unavailable_body(exc), status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        return Response({"detail": unsupported_media_message(context)}, status=exc.status_code)
+    if isinstance(exc, exceptions.NotAuthenticated):
+        exc.detail = exceptions.ErrorDetail(NO_CREDENTIALS, code=exc.default_code)  # keeps its WWW-Authenticate
     return exception_handler(exc, context)
 
 
-__all__ = ("InfrastructureUnavailable", "TrawlError", "api_exception_handler", "status")
+def unsupported_media_message(context: dict) -> str:
+    """Names what was sent and what to send: a body without `Content-Type` would otherwise be read as form data
+    (curl's `-d` default) and fail as a confusing "Unknown field"."""
+    request = context["request"]
+    expected = " or ".join(parser.media_type for parser in request.parsers)
+    sent = request.content_type.split(";")[0].strip()
+    got = f"Content-Type {sent!r}" if sent else "no Content-Type"
+    return f"Unsupported media type: got {got}; send the body as {expected} (Content-Type: {expected.split()[0]})."
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
+def api_not_found() -> JsonResponse:
+    return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404: JSON under /api/, Django's page elsewhere (the admin, the landing page)."""
+    return api_not_found() if is_api(request) else defaults.page_not_found(request, exception)
+
+
+class ApiNotFoundMiddleware:
+    """With DEBUG on Django answers an unresolved URL with its HTML debug page, not handler404: under /api/ that
+    page becomes the same JSON 404. Sits outside CommonMiddleware, whose APPEND_SLASH redirect comes first."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 404 and is_api(request) and "json" not in response.get("Content-Type", ""):
+            return api_not_found()
+        return response
+
+
+__all__ = ("InfrastructureUnavailable", "TrawlError", "api_exception_handler", "not_found", "status")

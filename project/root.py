@@ -39,7 +39,7 @@ def api_root(request: Request) -> Response:
         {
             "endpoints": {name: reverse(route, request=request) for name, route, _ in ENDPOINTS},
             "about": {name: text for name, _, text in ENDPOINTS},
-            "auth": "Authorization: Token <token> (python manage.py issue_token <requester>)",
+            "auth": "Authorization: Token <token> or Bearer <token> (python manage.py issue_token <requester>)",
         }
     )
 

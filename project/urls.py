@@ -7,6 +7,8 @@ from project.health import healthz
 from project.metrics import metrics
 from project.root import api_root, landing
 
+handler404 = "project.errors.not_found"
+
 urlpatterns = [
     path("", landing, name="landing"),
     path("api/", api_root, name="api-root"),

@@ -7,6 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -83,6 +84,7 @@ class VersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     """A scraper's versions, newest first by semantic version."""
 
     permission_classes = [IsAdminRequester]
+    parser_classes = [JSONParser, MultiPartParser]  # a version's fields as JSON, or as a form beside its wheel
     serializer_class = VersionSerializer
     lookup_field = "version"
     lookup_value_regex = r"[^/]+"

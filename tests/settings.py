@@ -13,3 +13,5 @@ from project.settings import *  # noqa: F403
 
 # Tests log in often; hashing speed is not what they test.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The API reads JSON only (415 otherwise): a test client's dict body goes as JSON unless a test says multipart.
+REST_FRAMEWORK = {**REST_FRAMEWORK, "TEST_REQUEST_DEFAULT_FORMAT": "json"}  # noqa: F405

@@ -115,7 +115,7 @@ class ThrottleMiddleware:
         self.stats.inc_value("throttle/requests")
         if waited:
             self.stats.inc_value("throttle/delayed")
-            self.stats.inc_value("throttle/wait_seconds", round(waited, 3))
+            self.stats.inc_value("throttle/wait_seconds_total", round(waited, 3))  # summed over concurrent requests
         return None
 
     async def _acquire(self, host: str, egress: str) -> tuple[float, Decision]:
@@ -193,7 +193,7 @@ class ThrottleMiddleware:
 
     def _hold(self, change: int) -> None:
         """`throttle/held_seconds`: wall time during which at least one request waited for a token — the crawl's delay,
-        unlike `wait_seconds`, which adds up the waits of concurrent requests."""
+        unlike `wait_seconds_total`, which adds up the waits of concurrent requests."""
         now = time.monotonic()
         if change > 0 and self._waiting == 0:
             self._held_since = now

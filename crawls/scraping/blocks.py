@@ -1,5 +1,5 @@
 """Block detection on every response: statuses that mean "go away" (403, 429) and captcha or challenge pages (a 200
-whose body is a captcha is a block too). Counted as `blocks/responses` (all), `blocks/blocked` and `blocks/captcha`;
+whose body is a captcha is a block too). Counted as `blocks/checked` (all), `blocks/blocked` and `blocks/captcha`;
 the job's outcome (crawls.scraping.outcome) is `blocked` once blocks are a large share of what the site answered, so
 one 2xx among a run of 403s no longer counts as a success, and the source backs off."""
 
@@ -38,7 +38,7 @@ class BlockDetector:
     def process_response(self, request: Request, response: Response) -> Response:
         if request.meta.get("dont_detect_blocks") or "robots.txt" in request.url.rsplit("/", 1)[-1]:
             return response
-        self.stats.inc_value("blocks/responses")
+        self.stats.inc_value("blocks/checked")  # every response looked at; `blocked` are blocks
         captcha = captcha_marker(response.body, self.markers) if response.body else None
         if captcha:
             self.stats.inc_value("blocks/captcha")

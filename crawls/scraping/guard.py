@@ -13,6 +13,7 @@ sets TRAWL_GUARD_PRIVATE_TARGETS per crawl. TRAWL_PRIVATE_TARGETS_ALLOWED lists 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from scrapy import Request
@@ -21,6 +22,8 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawls.scraping.resolver import CrawlResolver, crawl_resolver
+
+logger = logging.getLogger("trawl.guard")
 
 
 class PrivateTargetRefused(IgnoreRequest):
@@ -36,7 +39,8 @@ class PrivateTargetGuard:
     def from_crawler(cls, crawler: Crawler) -> PrivateTargetGuard:
         resolver = crawl_resolver(crawler)
         if resolver is None or not resolver.guarded:
-            raise NotConfigured("the private-target guard is off for this crawl")
+            logger.debug("the private-target guard is off for this crawl")
+            raise NotConfigured  # off by design: with a message, Scrapy would log a WARNING in every job
         return cls(resolver=resolver, stats=crawler.stats)
 
     async def process_request(self, request: Request) -> None:

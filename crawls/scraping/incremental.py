@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import zlib
 from typing import Any
 
@@ -31,6 +32,7 @@ from scrapy.settings import BaseSettings
 
 SCOPE_SETTING = "TRAWL_INCREMENTAL_SCOPE"  # the Redis key prefix of this crawl's cache; set by the runner
 STATS = "incremental"
+logger = logging.getLogger("trawl.incremental")
 
 
 def incremental_on(settings: BaseSettings | dict[str, Any]) -> bool:
@@ -149,7 +151,8 @@ class IncrementalCacheMiddleware(HttpCacheMiddleware):
 
         settings = crawler.settings
         if not incremental_on(settings):
-            raise NotConfigured("not a source crawl, or TRAWL_INCREMENTAL is off")
+            logger.debug("incremental fetching off: not a source crawl, or TRAWL_INCREMENTAL is off")
+            raise NotConfigured  # off by design: with a message, Scrapy would log a WARNING in every job
         storage = RedisCacheStorage(
             redis_url=django_settings.REDIS_URL,
             scope=settings.get(SCOPE_SETTING),

@@ -49,14 +49,16 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
         "robots_forbidden": scrapy_stats.get("robotstxt/forbidden", 0),
         "refused_private": scrapy_stats.get("guard/refused", 0),  # requests the private-target guard refused
         "refused_scheme": scrapy_stats.get("schemes/refused", 0),  # requests (and redirects) not http(s): refused
-        # Every response (crawls.scraping.blocks), those that were blocks (403, 429, captcha) and captchas among them.
+        # `checked`: responses the block detector looked at (crawls.scraping.blocks); `blocked`: those that were
+        # blocks (403, 429, captcha page); `captcha`: captcha pages among them.
         "blocks": {
             key.removeprefix("blocks/"): value for key, value in scrapy_stats.items() if key.startswith("blocks/")
         },
         "finish_reason": scrapy_stats.get("finish_reason", ""),
         # Requests still in the scheduler: with `pages`, how much of the known frontier is done.
         "queued": max(0, scrapy_stats.get("scheduler/enqueued", 0) - scrapy_stats.get("scheduler/dequeued", 0)),
-        # Politeness numbers from the throttle middleware: waits, wait_seconds, blocked, paused...
+        # Politeness numbers from the throttle middleware: held_seconds (wall time the crawl was held back),
+        # wait_seconds_total (summed over concurrent requests: may exceed the crawl's duration), waits, delayed...
         "throttle": {
             key.removeprefix("throttle/"): value for key, value in scrapy_stats.items() if key.startswith("throttle/")
         },
@@ -95,7 +97,7 @@ def classify(
     codes = Counter({int(code): n for code, n in stats.get("status_codes", {}).items()})
     refused = stats.get("refused_private", 0)
     blocks = stats.get("blocks") or {}
-    blocked, responses = blocks.get("blocked", 0), blocks.get("responses", 0)
+    blocked, responses = blocks.get("blocked", 0), blocks.get("checked", blocks.get("responses", 0))
     if blocked and blocked_share(responses=responses, blocked=blocked) >= block_share:
         captchas = f", {blocks['captcha']} captcha page(s)" if blocks.get("captcha") else ""
         return CrawlVerdict(ErrorClass.BLOCKED, f"the site blocked {blocked} of {responses} responses{captchas}")

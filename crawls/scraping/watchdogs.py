@@ -74,7 +74,8 @@ class StallWatchdog(_Periodic):
 
     def __init__(self, crawler: Any, *, seconds: float) -> None:
         if seconds <= 0:
-            raise NotConfigured("TRAWL_STALL_SECONDS is 0")
+            logger.debug("stall watchdog off: TRAWL_STALL_SECONDS is 0")
+            raise NotConfigured  # off by design: with a message, Scrapy would log a WARNING in every job
         super().__init__(crawler)
         self.seconds = seconds
         self.every = min(5.0, max(0.5, seconds / 4))
@@ -124,7 +125,7 @@ class ErrorRateWatchdog(_Periodic):
         except TrawlError as exc:
             raise NotConfigured(exc.message) from None
         if monitor is None:
-            raise NotConfigured("no max_error_rate monitor")
+            raise NotConfigured  # off by design (no max_error_rate monitor): no message, so no WARNING per job
         min_requests = crawler.settings.getint("TRAWL_MONITOR_MIN_REQUESTS", settings.TRAWL_MONITOR_MIN_REQUESTS)
         return cls(crawler, max_rate=float(monitor.value), min_requests=min_requests)
 

@@ -54,6 +54,7 @@ def test_job_completed_payload_carries_the_job(link, requester, settings):
     assert (data["url"], data["status"], data["error_class"], data["error"]) == (job.url, "succeeded", "", "")
     assert data["stats"] == {"pages": 1, "items": 1}
     assert data["items_url"] == f"https://trawl.example/api/jobs/{job.id}/items/"
+    assert data["log_url"] == f"https://trawl.example/api/jobs/{job.id}/log/"
     assert (data["scraper"], data["version"], data["batch_id"]) == ("link", "1.0.0", None)
     assert (delivery.target_url, delivery.requester, delivery.event) == (
         "http://hooks.test/job",

@@ -167,6 +167,17 @@ def test_requester_lists_and_reads_its_own_jobs(api, alice_job):
     assert detail["error_class"] == ""
 
 
+def test_the_job_links_its_items_and_its_log_in_list_and_detail(api, alice_job):
+    listed = api.get("/api/jobs/").json()["results"][0]
+    detail = api.get(f"/api/jobs/{alice_job['id']}/").json()
+
+    for job in (alice_job, listed, detail):
+        assert job["items_url"] == f"http://testserver/api/jobs/{alice_job['id']}/items/"
+        assert job["log_url"] == f"http://testserver/api/jobs/{alice_job['id']}/log/"
+    log = api.get(detail["log_url"])
+    assert log.status_code == 200 and log["Content-Type"].startswith("text/plain")
+
+
 def test_admin_sees_every_requesters_jobs(alice_job, bob, builtins):
     bob_job = bob.post("/api/jobs/", {"url": GOOD_URL}, format="json").json()
     admin = client_for("ops", admin=True)

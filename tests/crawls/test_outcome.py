@@ -188,9 +188,10 @@ def test_job_stats_are_json_ready_numbers():
 
 
 def test_job_stats_carry_the_throttle_middleware_numbers():
-    stats = job_stats({"throttle/waits": 3, "throttle/wait_seconds": 1.5, "downloader/request_count": 4})
+    scrapy = {"throttle/waits": 3, "throttle/wait_seconds_total": 1.5, "throttle/held_seconds": 0.7}
+    stats = job_stats({**scrapy, "downloader/request_count": 4})
 
-    assert stats["throttle"] == {"waits": 3, "wait_seconds": 1.5}
+    assert stats["throttle"] == {"waits": 3, "wait_seconds_total": 1.5, "held_seconds": 0.7}
 
 
 def test_requests_dropped_for_a_blocked_domain_make_a_blocked_job():
@@ -202,8 +203,14 @@ def test_requests_dropped_for_a_blocked_domain_make_a_blocked_job():
 # --- blocks: by share, captchas on every response ----------------------------------------------------------
 
 
-def blocks(responses: int, blocked: int, captcha: int = 0) -> dict:
-    return {"blocks/responses": responses, "blocks/blocked": blocked, "blocks/captcha": captcha}
+def blocks(checked: int, blocked: int, captcha: int = 0) -> dict:
+    return {"blocks/checked": checked, "blocks/blocked": blocked, "blocks/captcha": captcha}
+
+
+def test_job_stats_say_how_many_responses_were_checked_apart_from_how_many_were_blocks():
+    stats = job_stats(scrapy_stats(statuses={200: 133}, **blocks(133, 0)))
+
+    assert stats["blocks"] == {"checked": 133, "blocked": 0, "captcha": 0}
 
 
 def test_one_good_page_among_a_run_of_403s_is_still_a_block():
@@ -252,4 +259,4 @@ def test_the_detector_counts_captchas_on_every_response_proxy_or_not():
         request = Request("https://shop.test/p")  # no proxy meta: captchas are checked anyway
         detector.process_response(request, HtmlResponse(request.url, status=status, body=body, request=request))
 
-    assert stats == {"blocks/responses": 4, "blocks/captcha": 2, "blocks/blocked": 3}
+    assert stats == {"blocks/checked": 4, "blocks/captcha": 2, "blocks/blocked": 3}

@@ -68,7 +68,7 @@ def jobs(builtins) -> dict[str, CrawlJob]:
         url=long_url, scraper=shop, version=version, status="failed", error_class="spider_error", batch=batch,
         started_at=now - timedelta(seconds=9), finished_at=now, error_message="spider raised 1 time(s)",
         stats={"pages": 133, "requests": 140, "items": 120, "items_new": 100, "items_changed": 20,
-               "status_codes": {"200": 130, "404": 3}, "throttle": {"waits": 1527, "wait_seconds": 65.5,
+               "status_codes": {"200": 130, "404": 3}, "throttle": {"waits": 1527, "wait_seconds_total": 65.5,
                "held_seconds": 4.2}},
     )  # fmt: skip
     running = CrawlJob.objects.create(

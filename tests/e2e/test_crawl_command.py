@@ -99,7 +99,7 @@ def test_crawl_without_wait_prints_the_job_id(builtins, job_waiter):
 def test_progress_line_shows_version_work_done_items_and_the_crawls_throttle_delay():
     stats = {"pages": 12, "queued": 28, "items_new": 5, "items_changed": 2, "items_unchanged": 1}
     # 1527 waits adding up to 65.5 s over concurrent requests, but the crawl was held back for 4.2 s of its 6.
-    stats |= {"throttle": {"waits": 1527, "wait_seconds": 65.5, "held_seconds": 4.2}}
+    stats |= {"throttle": {"waits": 1527, "wait_seconds_total": 65.5, "held_seconds": 4.2}}
 
     line = progress_line(status="running", version="shop 1.1.0 (canary)", stats=stats, elapsed=150)
 

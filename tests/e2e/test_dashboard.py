@@ -66,7 +66,9 @@ def test_dashboard_draws_every_chart_in_headless_chromium(
 ):
     run_jobs(api, site, job_waiter)
     # Throttle waits as a throttled crawl of the site reports them in its stats (the local site is never throttled).
-    numbers = job_numbers(status="succeeded", stats={"pages": 1, "throttle/waits": 3, "throttle/wait_seconds": 1.5})
+    numbers = job_numbers(
+        status="succeeded", stats={"pages": 1, "throttle/waits": 3, "throttle/wait_seconds_total": 1.5}
+    )
     dimensions = job_dimensions(domain="127.0.0.1", scraper="link", version="1.0.0")
     stats_record(at=time.time(), dimensions=dimensions, numbers=numbers)
     queue_sample_store()

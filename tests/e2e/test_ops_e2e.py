@@ -282,5 +282,11 @@ def test_crawl_wait_log_streams_the_job_log_under_the_progress(builtins, site, w
     opened = next(n for n, line in enumerate(lines) if line.endswith(" INFO scrapy.core.engine Spider opened"))
     closed = next(n for n, line in enumerate(lines) if "Spider closed (finished)" in line)
     assert 0 < opened < closed < len(lines) - 1
+    dump = next(
+        n for n, line in enumerate(lines) if line.endswith(" INFO scrapy.statscollectors Dumping Scrapy stats:")
+    )
+    head = lines[dump].removesuffix(" Dumping Scrapy stats:")
+    assert lines[dump + 1].startswith(f"{head} | {{") and lines[dump + 2].startswith(f"{head} |  '"), lines[dump:]
+    assert not any("\\n" in line for line in lines)  # a multi-line record is printed on its own lines
     assert lines[-1].startswith(f"job {CrawlJob.objects.get().pk} succeeded in ")
     assert len(set(lines)) == len(lines), "a record was printed twice"

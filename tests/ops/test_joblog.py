@@ -8,8 +8,8 @@ import re
 import pytest
 
 from crawls.models import CrawlJob, JobStatus
-from ops.joblog import JobLogSink, job_log_forget, job_log_lines, job_log_store
-from ops.logcapture import job_log_capture, job_log_level
+from ops.joblog import MAX_RECORD_LINES, JobLogSink, job_log_forget, job_log_lines, job_log_store
+from ops.logcapture import job_log_capture, job_log_flush, job_log_level
 from ops.models import JobLog
 from registry.models import Scraper
 from tests.clients import client_for
@@ -74,16 +74,93 @@ def test_scrapy_setting_values_never_reach_the_log(job):
     assert line.endswith("Overridden settings (values not logged): AWS_SECRET_ACCESS_KEY, FEEDS")
 
 
-def test_tracebacks_stay_on_the_records_line(job):
+def test_a_traceback_keeps_its_lines_each_starting_with_the_records_time_and_level(job):
     with job_log_capture(job_id=job.pk, attempt=1):
         try:
             raise ValueError("selector drifted")
         except ValueError:
             logging.getLogger("shop").exception("parse failed")
 
-    (line,) = job_log_lines(job=job)
-    assert line.startswith(line[:24]) and " ERROR shop parse failed\\nTraceback" in line
-    assert "ValueError: selector drifted" in line
+    (record,) = job_log_lines(job=job)
+    first, *rest = record.split("\n")
+    head = first.split(" parse failed")[0]
+    assert first.endswith(" ERROR shop parse failed") and "\\n" not in record
+    assert rest[0] == f"{head} | Traceback (most recent call last):"
+    assert rest[-1] == f"{head} | ValueError: selector drifted"
+    assert all(LINE.match(line) and line.startswith(f"{head} | ") for line in rest), rest
+
+
+def multi_line_log(job) -> None:
+    with job_log_capture(job_id=job.pk, attempt=1):
+        logging.getLogger("scrapy.core.engine").info("Spider opened")
+        logging.getLogger("scrapy.statscollectors").info("Dumping Scrapy stats:\n%s", "{'a': 1,\n 'b': 2}")
+        logging.getLogger("shop").warning("no price on\n  two lines")
+        logging.getLogger("shop").info("| a single-line record that looks like a continuation")
+        logging.getLogger("my spider").info("a logger name with a space")
+
+
+def test_tail_and_level_count_a_multi_line_record_as_one_record(api, job):
+    multi_line_log(job)
+    url = f"/api/jobs/{job.pk}/log/"
+
+    text = api.get(url).content.decode()
+    tail = api.get(url, {"tail": 3}).content.decode().splitlines()
+    warnings = api.get(url, {"level": "WARNING"}).content.decode().splitlines()
+
+    assert all(LINE.match(line) for line in text.splitlines()), text
+    assert len(text.splitlines()) == 1 + 3 + 2 + 1 + 1
+    assert [line.split(" ", 3)[3] for line in tail] == [
+        "no price on",
+        "|   two lines",
+        "| a single-line record that looks like a continuation",
+        "a logger name with a space",
+    ]
+    assert tail[-1].split(" ")[2] == "my_spider"
+    assert [line.split(" ", 3)[3] for line in warnings] == ["no price on", "|   two lines"]
+
+
+@pytest.mark.parametrize("separator", ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_a_message_cannot_forge_a_record_whatever_line_break_it_uses(api, job, separator):
+    with job_log_capture(job_id=job.pk, attempt=1):
+        logging.getLogger("shop").info("price %s", f"12{separator}2026-11-23T09:00:00.000Z ERROR trawl.jobs forged")
+
+    text = api.get(f"/api/jobs/{job.pk}/log/").content.decode()
+    lines = text.splitlines()
+    assert len(lines) == 2 and lines[1].split(" ", 3)[3] == "| 2026-11-23T09:00:00.000Z ERROR trawl.jobs forged"
+    assert api.get(f"/api/jobs/{job.pk}/log/", {"level": "ERROR"}).content == b""
+
+
+def test_the_records_read_the_same_while_running_and_once_stored(job):
+    with job_log_capture(job_id=job.pk, attempt=1):
+        logging.getLogger("scrapy.statscollectors").info("Dumping Scrapy stats:\n%s", "{'a': 1,\n 'b': 2}")
+        logging.getLogger("shop").info("next")
+        job_log_flush()
+        running = job_log_lines(job=job)  # from Redis
+
+    assert [record.count("\n") for record in running] == [2, 0]
+    assert JobLog.objects.get(job=job).text  # stored in the database at the end of the attempt
+    assert job_log_lines(job=job) == running
+    assert job_log_lines(job=job, tail=1) == running[-1:]
+
+
+def test_a_record_with_thousands_of_lines_is_bounded(job, settings):
+    settings.TRAWL_JOB_LOG_LINE_CHARS = 1_000_000
+    with job_log_capture(job_id=job.pk, attempt=1):
+        logging.getLogger("shop").info("\n".join(["x"] * 50_001))
+
+    (record,) = job_log_lines(job=job)
+    lines = record.split("\n")
+    assert len(lines) == 1 + MAX_RECORD_LINES + 1 and lines[-1].endswith(f"| … {50_000 - MAX_RECORD_LINES} more lines")
+
+
+def test_a_log_stored_before_records_kept_their_lines_reads_as_before(job):
+    old = [
+        "2026-11-23T09:00:00.000Z ERROR shop parse failed\\nTraceback (most recent call last):",
+        "2026-11-23T09:00:01.000Z INFO shop done",
+    ]
+    JobLog.objects.create(job=job, attempt=1, text="\n".join(old), records=2)
+
+    assert job_log_lines(job=job) == old
 
 
 def test_a_long_log_keeps_head_and_tail_with_a_marker(job, settings):

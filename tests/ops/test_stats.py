@@ -115,12 +115,13 @@ def test_counts_split_per_domain_scraper_and_version(stats_prefix, fixed_clock):
 
 
 def test_throttle_waits_come_from_the_jobs_scrapy_stats(stats_prefix, fixed_clock):
-    finish(ago=5, stats={"pages": 1, "throttle/waits": 4, "throttle/wait_seconds": 2.5, "throttle/delayed": 2})
-    finish(ago=6, stats={"pages": 1, "throttle": {"waits": 1, "wait_seconds": 0.25}})
+    finish(ago=5, stats={"pages": 1, "throttle/waits": 4, "throttle/wait_seconds_total": 2.5, "throttle/delayed": 2})
+    finish(ago=6, stats={"pages": 1, "throttle": {"waits": 1, "wait_seconds": 0.25}})  # stored before the rename
+    finish(ago=7, stats={"pages": 1, "throttle": {"wait_seconds_total": 1.0, "held_seconds": 0.5}})
 
     numbers = summarize(stats_windows()["900"]["domain"]["shop.test"])
 
-    assert (numbers["throttle_waits"], numbers["throttle_wait_seconds"], numbers["throttle_delayed"]) == (5, 2.75, 2)
+    assert (numbers["throttle_waits"], numbers["throttle_wait_seconds"], numbers["throttle_delayed"]) == (5, 3.75, 2)
 
 
 def test_jobs_per_minute_series_puts_each_job_in_its_minute(stats_prefix, fixed_clock):

@@ -9,53 +9,31 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from access.models import Requester
+from crawls.management.progress_line import progress_display, progress_line, version_label
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.progress import progress_read
+from crawls.serializers import JobCreateSerializer
 from crawls.services import job_create
 from ops.joblog import job_log_new_lines
 from project.errors import TrawlError
+from project.serializers import errors_flat
+
+GENERAL = ("detail", "non_field_errors")  # how DRF names an error of the whole request
 
 
-def version_label(job: CrawlJob) -> str:
-    """Which version runs the job: `shop 1.1.0 (canary)`, or what was asked while it is not routed yet."""
-    if job.version_id:
-        return f"{job.scraper.name} {job.version.version} ({job.version.variant})"
-    asked = job.requested_version or job.requested_variant or "routing"
-    return f"{job.scraper.name} ({asked})"
+def job_spec(opts: dict[str, Any], options: Any) -> dict[str, Any]:
+    """The command's flags as the JSON body POST /api/jobs/ takes (flags left empty are left out, as in the API)."""
+    spec = {"url": opts["url"], "priority": opts["priority"], "options": options}
+    named = {"scraper": opts["scraper"], "version": opts["scraper_version"], "variant": opts["variant"]}
+    return spec | {name: value for name, value in named.items() if value}
 
 
-def throttle_delay(stats: dict[str, Any]) -> float:
-    """How long the throttle held the crawl back (at least one request waiting for a token): wall time, not the sum of
-    every concurrent request's wait, which reads as more than the crawl took."""
-    throttle = stats.get("throttle") if isinstance(stats.get("throttle"), dict) else {}
-    value = throttle.get("held_seconds", stats.get("throttle/held_seconds", 0))
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
-def work(stats: dict[str, Any]) -> tuple[int, int]:
-    """(pages fetched, pages fetched + requests still queued): the work done out of the work known so far."""
-    pages = int(stats.get("pages", 0) or 0)
-    return pages, pages + int(stats.get("queued", 0) or 0)
-
-
-def progress_detail(stats: dict[str, Any]) -> str:
-    items_new, items_changed = stats.get("items_new", 0), stats.get("items_changed", 0)
-    items = stats.get("items", items_new + items_changed + stats.get("items_unchanged", 0))
-    return f"items {items} ({items_new} new, {items_changed} changed)  throttle delay {throttle_delay(stats):.1f} s"
-
-
-def progress_line(*, status: str, version: str, stats: dict[str, Any], elapsed: float) -> str:
-    """The progress as one plain line (output that is not a terminal): status, version, work done, items, throttle."""
-    done, known = work(stats)
-    return f"{status:<9} {version}  pages {done} of {known}  {progress_detail(stats)}  {_clock(elapsed)}"
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}:{secs:02d}"
+def errors_text(detail: Any) -> str:
+    """One `field: message` line per error, e.g. `options.bogus: Unknown field.`; an error of no field, its message."""
+    lines = errors_flat(detail)
+    return "\n".join(message if field in GENERAL else f"{field}: {message}" for field, message in lines)
 
 
 class Command(BaseCommand):
@@ -97,55 +75,42 @@ class Command(BaseCommand):
         self.report(job)
 
     def submit(self, opts: dict[str, Any]) -> CrawlJob:
+        """The job, checked by the serializer POST /api/jobs/ uses: what the API refuses, the command refuses, with
+        the same messages (`options.maxdepth: Ensure this value is less than or equal to 20.`)."""
         try:
             options = json.loads(opts["options"])
         except json.JSONDecodeError as exc:
-            raise CommandError(f"--options is not JSON: {exc}", returncode=2) from None
+            raise CommandError(f"options: not JSON: {exc}", returncode=2) from None
         requester = None
         if opts["requester"]:
             requester = Requester.objects.filter(name=opts["requester"]).first()
             if requester is None:
-                raise CommandError(f"no requester named {opts['requester']!r}", returncode=2)
+                raise CommandError(f"requester: no requester named {opts['requester']!r}", returncode=2)
+        spec = JobCreateSerializer(data=job_spec(opts, options))
+        if not spec.is_valid():
+            raise CommandError(errors_text(spec.errors), returncode=2)
         try:
-            return job_create(
-                url=opts["url"],
-                scraper=opts["scraper"],
-                version=opts["scraper_version"],
-                variant=opts["variant"],
-                priority=opts["priority"],
-                options=options,
-                requester=requester,
-            )
+            return job_create(requester=requester, **spec.validated_data)
         except TrawlError as exc:
-            raise CommandError(f"{exc.field or 'job'}: {exc.message}", returncode=2) from None
+            raise CommandError(errors_text(exc.as_dict()), returncode=2) from None
 
     def watch(self, job: CrawlJob, *, timeout: float, interval: float) -> CrawlJob:
         tty = self.stdout.isatty()
         self.console = Console(file=self.stdout._out, force_terminal=tty, highlight=False)
-        bar = Progress(
-            TextColumn("{task.fields[status]:<9} {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("pages  {task.fields[detail]}"),
-            TimeElapsedColumn(),
-            console=self.console,
-            disable=not tty,
-        )
+        bar = progress_display(self.console, disable=not tty)
         started, last_seen, last_print = time.monotonic(), None, 0.0
         try:
             with bar:
-                task = bar.add_task(version_label(job), total=None, status=job.status, detail="")
+                task = bar.add_task(version_label(job), total=None, status=job.status, stats={}, elapsed=0.0)
                 while True:
                     job, stats = self.current(job)
                     if self.follow_log:
                         self.print_log(job)
-                    done, known = work(stats)
-                    description, detail = version_label(job), progress_detail(stats)
-                    bar.update(task, description=description, completed=done, total=known or None)
-                    bar.update(task, status=job.status, detail=detail)
+                    running_for = (time.time() - job.started_at.timestamp()) if job.started_at else 0.0
+                    description = version_label(job)
+                    bar.update(task, description=description, status=job.status, stats=stats, elapsed=running_for)
                     if not tty and ((job.status, stats) != last_seen or time.monotonic() - last_print > 10):
                         # A log, not a screen: a new line only when something moved.
-                        running_for = (time.time() - job.started_at.timestamp()) if job.started_at else 0.0
                         line = progress_line(status=job.status, version=description, stats=stats, elapsed=running_for)
                         self.stdout.write(line)
                         last_print = time.monotonic()

@@ -33,6 +33,7 @@ import threading
 from typing import Any
 
 from crawls.scraping.child_db import ParentDatabase
+from crawls.scraping.tracebacks import exception_report, failure_report
 
 STATS_EVERY = 1.0
 
@@ -102,7 +103,7 @@ class CrawlServer:
             # Trawl's pins over the package spider's own settings (crawls.scraping.enforced), as in a worker.
             runner, crawler = crawler_create(spider_load(command["spider"]), command["settings"])
         except Exception as exc:  # the spider cannot be loaded or built: the job's error, not the child's
-            self.send("end", job=self.job, stats={}, reason="", crawl_error=f"{type(exc).__name__}: {exc}")
+            self.send("end", job=self.job, stats={}, reason="", crawl_error=exception_report(exc))
             return self._arm_idle()
         crawler.signals.connect(self.on_item, signal=item_passed, weak=False)
         crawler.signals.connect(self.on_spider_error, signal=signals.spider_error, weak=False)
@@ -113,15 +114,15 @@ class CrawlServer:
         self._forward_log(level=str(command["settings"].get("LOG_LEVEL") or "INFO"))
         self._start_stats()
         deferred = runner.crawl(crawler, **command["kwargs"])
-        deferred.addCallbacks(lambda _: self.finished(""), lambda f: self.finished(f"{f.type.__name__}: {f.value}"))
+        deferred.addCallbacks(lambda _: self.finished(""), lambda f: self.finished(failure_report(f)))
 
     def on_item(self, data: dict[str, Any]) -> None:
         self.send("item", job=self.job, d=data)
 
     def on_spider_error(self, failure: Any, response: Any, spider: Any) -> None:
         if not self.first_error:
-            url = getattr(response, "url", "?")
-            self.first_error = f"{failure.type.__name__}: {failure.getErrorMessage()} (at {url})"
+            url = getattr(response, "url", None)  # none: the spider's start() raised
+            self.first_error = failure_report(failure, where=f" (at {url})" if url else " (in start)")
             self.send("error", job=self.job, d=self.first_error)
 
     def on_store_wanted(self) -> None:
@@ -132,15 +133,18 @@ class CrawlServer:
         self.closed_stats, self.reason = dict(self.crawler.stats.get_stats()), reason
 
     def finished(self, crawl_error: str) -> None:
-        if self.stats_loop is not None and self.stats_loop.running:
-            self.stats_loop.stop()
-        stats = self.closed_stats if self.closed_stats is not None else self._stats()
-        if self.reason:
-            stats["finish_reason"] = self.reason  # Scrapy sets it after spider_closed handlers ran
-        self.log_scope.close()
-        self.send("end", job=self.job, stats=stats, reason=self.reason, crawl_error=crawl_error)
-        self.crawler = None
-        self._arm_idle()
+        stats: dict[str, Any] = {}
+        try:  # whatever goes wrong here, the parent must hear the end: else its job waits for ever
+            if self.stats_loop is not None and self.stats_loop.running:
+                self.stats_loop.stop()
+            stats = self.closed_stats if self.closed_stats is not None else self._stats()
+            if self.reason:
+                stats["finish_reason"] = self.reason  # Scrapy sets it after spider_closed handlers ran
+            self.log_scope.close()
+        finally:
+            self.send("end", job=self.job, stats=stats, reason=self.reason, crawl_error=crawl_error)
+            self.crawler = None
+            self._arm_idle()
 
     def _forward_log(self, *, level: str) -> None:
         """The crawl's log records go to the worker, which writes them into the job's log (ops.logcapture)."""
@@ -150,7 +154,10 @@ class CrawlServer:
         job_log_level(level=level)
 
     def _stats(self) -> dict[str, Any]:
-        return dict(self.crawler.stats.get_stats()) if self.crawler is not None and self.crawler.stats else {}
+        # `_stats`, not `stats`: a spider that raised before its crawl started leaves it unset, and Scrapy's `stats`
+        # raises then — which would lose the `end` message and leave the job running.
+        stats = getattr(self.crawler, "_stats", None)
+        return dict(stats.get_stats()) if stats is not None else {}
 
     def _start_stats(self) -> None:
         from twisted.internet.task import LoopingCall

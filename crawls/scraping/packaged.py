@@ -19,6 +19,8 @@ from crawls.scraping.children import Child, child_discard, child_for
 from crawls.scraping.runner import STOP_GRACE_SECONDS, CrawlResult, CrawlSession
 from registry.models import Package, ScraperVersion
 
+logger = logging.getLogger("trawl.jobs")
+
 
 def package_run(*, version: ScraperVersion, **crawl: Any) -> tuple[CrawlResult, CrawlSession]:
     """run_spider's call for a packaged version (same keywords, the version instead of the spider class)."""
@@ -68,6 +70,8 @@ def run_packaged(
     child.last_used = time.monotonic()
     stats = end.get("stats") if end.get("stats") is not None else dict(session.reported_stats)
     session.final_stats, session.finish_reason = stats, end.get("reason", "")
+    if end.get("crawl_error"):  # the child's traceback, in this job's log like an in-process crawl's
+        logger.error("the crawl failed: %s", end["crawl_error"])
     result = CrawlResult(
         stats=stats,
         finish_reason=session.finish_reason,

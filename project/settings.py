@@ -178,6 +178,10 @@ TRAWL_SCRAPY_SETTINGS = {
     "CONCURRENT_REQUESTS": 16,
     "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
     "DOWNLOAD_TIMEOUT": 30,
+    # A requester's own site decides how big its pages are, and the reactor parses each under the GIL: Scrapy's 1 GiB
+    # default would let one page hold a worker for minutes. A scraper or version that fetches big files raises it.
+    "DOWNLOAD_MAXSIZE": 32 * 1024 * 1024,
+    "DOWNLOAD_WARNSIZE": 8 * 1024 * 1024,
     "RETRY_TIMES": 1,
     # Scrapy's default of 100 concurrent item tasks per response costs CPU for nothing with dict items.
     "CONCURRENT_ITEMS": 10,

@@ -29,6 +29,12 @@ def test_defaults_apply_when_nothing_overrides_them():
     assert merged["USER_AGENT"].startswith("Trawl/")
 
 
+def test_a_page_is_capped_at_32_mib_unless_a_version_says_otherwise():
+    """A requester's site decides its page sizes: Scrapy's 1 GiB default would let one page hold the reactor."""
+    assert layered()["DOWNLOAD_MAXSIZE"] == 32 * 1024 * 1024
+    assert layered(name="files", version={"DOWNLOAD_MAXSIZE": 0})["DOWNLOAD_MAXSIZE"] == 0
+
+
 def test_scraper_overrides_defaults():
     merged = layered(scraper={"CONCURRENT_REQUESTS": 4, "ROBOTSTXT_OBEY": False})
 

@@ -99,6 +99,7 @@ class Supervisor:
                 code = entry.process.poll()
                 if code is None:
                     continue
+                _signal_group(entry.process, signal.SIGKILL)  # what the leader left behind (pool processes) goes too
                 healthy = now - entry.started_at >= HEALTHY_AFTER_SECONDS
                 entry.failures = 1 if healthy else entry.failures + 1
                 delay = restart_delay(entry.failures)

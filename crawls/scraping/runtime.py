@@ -84,10 +84,10 @@ def _import_components(*, spiders: bool) -> None:
     from scrapy.utils.misc import load_object
 
     from crawls.scraping.handoff import with_item_handoff
-    from crawls.scraping.settings import with_trawl_components
+    from crawls.scraping.settings import with_schemes, with_trawl_components
     from crawls.services.shards import DUPEFILTER, SCHEDULER
 
-    base = with_trawl_components(dict(django_settings.TRAWL_SCRAPY_SETTINGS))
+    base = with_schemes(with_trawl_components(dict(django_settings.TRAWL_SCRAPY_SETTINGS)))  # as every crawl has them
     settings = Settings({**with_item_handoff(base), "SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER})
     paths: list[Any] = [settings[name] for name in (*CLASS_SETTINGS, "SCHEDULER", "DUPEFILTER_CLASS")]
     paths += settings.getwithbase("DOWNLOAD_HANDLERS").values()

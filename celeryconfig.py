@@ -6,10 +6,12 @@ from kombu import Exchange, Queue
 
 from crawls.timeouts import celery_time_limits
 from project import env
+from project.brokers import PRIORITY_STEPS, step_broker_priority
 
-# Redis is both transport and result store: one service to run, and results for chords live next to the queue.
-broker_url = env.REDIS_URL
-result_backend = env.REDIS_URL
+# By default Redis (REDIS_URL) is transport, result store and Trawl's state: one service to run, and results for
+# chords live next to the queue. CELERY_BROKER_URL / CELERY_RESULT_BACKEND move either elsewhere (docs/brokers.md).
+broker_url = env.CELERY_BROKER_URL
+result_backend = env.CELERY_RESULT_BACKEND
 
 # JSON only: task arguments are ids and small dicts, and pickle would let a broker writer run code.
 task_serializer = "json"
@@ -23,8 +25,10 @@ CRAWL_QUEUE = "crawls"
 CONTROL_QUEUE = "control"
 CALLBACK_QUEUE = "callbacks"
 # Each queue has its own exchange and key: sharing the default key would copy every message into every queue.
+# RabbitMQ orders a queue by priority only when it is declared with x-max-priority (Redis ignores the argument and
+# uses priority_steps below); an existing queue declared without it must be deleted once (docs/brokers.md).
 task_queues = tuple(
-    Queue(name, Exchange(name, type="direct"), routing_key=name)
+    Queue(name, Exchange(name, type="direct"), routing_key=name, max_priority=PRIORITY_STEPS - 1)
     for name in (CRAWL_QUEUE, CONTROL_QUEUE, CALLBACK_QUEUE)
 )
 task_default_exchange = CONTROL_QUEUE
@@ -35,17 +39,20 @@ task_routes = {
     "callbacks.tasks.*": {"queue": CALLBACK_QUEUE},
 }
 
-# Ten priority steps (0 = most urgent on Redis) so job priority 1..100 maps onto distinct sub-queues.
+# Ten priority steps (0 = most urgent on Redis, 9 on RabbitMQ: project.brokers) so job priority 1..100 maps onto
+# distinct sub-queues. These options are the Redis transport's; RabbitMQ ignores them (its consumer_timeout plays the
+# visibility timeout's part and is set on the server: docs/brokers.md).
 broker_transport_options = {
-    "priority_steps": list(range(10)),
+    "priority_steps": list(range(PRIORITY_STEPS)),
     "sep": ":",
     "queue_order_strategy": "priority",
     # Above the crawl hard time limit, or a long crawl's message would be redelivered while it still runs.
     "visibility_timeout": max(3600, env.JOB_TIMEOUT * 2 + 600),
 }
 result_backend_transport_options = {"retry_policy": {"timeout": 5.0}}
-# On Redis a message without priority counts as 0, the most urgent step: give everything a middle default.
-task_default_priority = 5
+# On Redis a message without priority counts as 0, the most urgent step (on RabbitMQ as the least urgent): give
+# everything a middle step by default.
+task_default_priority = step_broker_priority(5, url=broker_url)
 
 # A job is acknowledged only when it ends, and requeued if its worker process dies mid-crawl.
 task_acks_late = True

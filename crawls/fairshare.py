@@ -25,7 +25,7 @@ from django.db.models.functions import Coalesce
 from access.models import Requester
 from access.selectors import requester_shard_cap
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
-from crawls.publish import broker_priority
+from crawls.publish import priority_step
 from crawls.timeouts import celery_time_limits, job_timeout
 from project.errors import TrawlError
 from project.redis import get_redis, redis_key
@@ -67,7 +67,7 @@ def active_shards(*, requester_id: int) -> int:
 
 def step_priorities(step: int) -> tuple[int, int]:
     """The Trawl priorities (1..100) that share broker priority step `step`: the broker cannot tell them apart."""
-    inside = [priority for priority in range(1, 101) if broker_priority(priority) == step]
+    inside = [priority for priority in range(1, 101) if priority_step(priority) == step]
     return min(inside), max(inside)
 
 
@@ -77,7 +77,7 @@ def _served_key(step: int) -> str:
 
 def fair_pick(*, priority: int, own: CrawlJob | None, slot_soft_limit: float | None) -> CrawlJob | None:
     """The queued job the slot of a message at `priority` should run: the owed requester's oldest at that step."""
-    step = broker_priority(priority)
+    step = priority_step(priority)
     low, high = step_priorities(step)
     queued = CrawlJob.objects.filter(status=JobStatus.QUEUED, priority__gte=low, priority__lte=high)
     owners = set(queued.values_list("requester_id", flat=True).distinct())
@@ -115,7 +115,7 @@ def _fits(job: CrawlJob, slot_soft_limit: float | None) -> bool:
 
 def fair_served(*, job: CrawlJob) -> None:
     """Note that `job`'s requester was just served at its priority step (round-robin order)."""
-    step = broker_priority(job.priority)
+    step = priority_step(job.priority)
     owner = SYSTEM if job.requester_id is None else str(job.requester_id)
     client = get_redis()
     turn = client.incr(redis_key("fairshare", "turn"))

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from crawls.models import Batch, CrawlJob
 from crawls.timeouts import celery_time_limits, job_timeout
+from project.brokers import PRIORITY_STEPS, step_broker_priority
 
 logger = logging.getLogger("trawl.publish")
 
@@ -26,13 +27,19 @@ FINALIZE_BATCH = "crawls.tasks.finalize_batch"
 DELIVER = "callbacks.tasks.deliver"
 BUILD_PACKAGE = "registry.tasks.build_package"
 PRUNE_PACKAGES = "trawl_packages_prune"  # a worker remote-control command (registry.tasks), not a task
-BROKER_PRIORITY_STEPS = 10  # matches broker_transport_options["priority_steps"] in celeryconfig
+BROKER_PRIORITY_STEPS = PRIORITY_STEPS  # celeryconfig declares as many on Redis (priority_steps) and AMQP
+
+
+def priority_step(priority: int) -> int:
+    """Map Trawl priority 1..100 (100 most urgent) onto priority steps 0..9 (0 most urgent), whatever the broker."""
+    clamped = min(max(int(priority), 1), 100)
+    return (BROKER_PRIORITY_STEPS - 1) - round((clamped - 1) * (BROKER_PRIORITY_STEPS - 1) / 99)
 
 
 def broker_priority(priority: int) -> int:
-    """Map Trawl priority 1..100 (100 most urgent) onto Redis priority steps 0..9 (0 most urgent)."""
-    clamped = min(max(int(priority), 1), 100)
-    return (BROKER_PRIORITY_STEPS - 1) - round((clamped - 1) * (BROKER_PRIORITY_STEPS - 1) / 99)
+    """The message priority of Trawl priority 1..100 on the broker in use: its step on Redis (0 served first), the
+    step turned round on RabbitMQ (9 served first). Every message Trawl publishes gets its priority here."""
+    return step_broker_priority(priority_step(priority), url=current_app.conf.broker_url)
 
 
 def crawl_signature(*, job: CrawlJob, timeout: float | None = None, **extra_kwargs: object) -> Signature:
@@ -113,7 +120,7 @@ def publish_package_build(*, version_id: int) -> None:
     first jobs). Its time limits cover pip's own (TRAWL_PACKAGE_BUILD_TIMEOUT) plus importing the spider."""
     soft = settings.TRAWL_PACKAGE_BUILD_TIMEOUT + 180
     send(
-        signature(BUILD_PACKAGE, args=(version_id,), queue="crawls", priority=0),
+        signature(BUILD_PACKAGE, args=(version_id,), queue="crawls", priority=broker_priority(100)),
         soft_time_limit=soft,
         time_limit=soft + 60,
     )

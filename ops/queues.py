@@ -1,8 +1,12 @@
-"""Queue depths per priority step, read straight from the broker's Redis lists, and their samples over time.
+"""Queue depths per priority step, read from the broker in use, and their samples over time.
 
-kombu's Redis transport keeps one list per (queue, priority step): the queue's own name for step 0 and
+On Redis, kombu's transport keeps one list per (queue, priority step): the queue's own name for step 0 and
 `<queue><sep><step>` for the others (`crawls`, `crawls:1`, ... `crawls:9` here). Messages a worker has taken but not
 acknowledged yet (running crawls, with acks_late) sit in the `unacked` hash until they end.
+
+On RabbitMQ (CELERY_BROKER_URL `amqp://...`) a passive queue declaration answers the number of ready messages; AMQP
+tells neither the depth per priority nor the unacknowledged count (the management API does), so `steps` is empty and
+`unacked` is None there.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import time
 import redis
 from django.conf import settings
 
+from project.brokers import AMQP, broker_transport
 from project.celery import app
 from project.redis import get_redis, stats_key
 
@@ -32,12 +37,43 @@ def queue_keys(queue: str) -> dict[int, str]:
 
 
 @functools.cache
+def _broker_redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, decode_responses=True)
+
+
 def broker_redis() -> redis.Redis:
-    return redis.Redis.from_url(app.conf.broker_url, socket_timeout=5, socket_connect_timeout=5, decode_responses=True)
+    """A client of the broker's Redis (only when the broker is Redis)."""
+    return _broker_redis(app.conf.broker_url)
 
 
 def queue_depths() -> dict:
-    """{"queues": {queue: {"total": n, "steps": {"0": n, ...}}}, "unacked": n} in one round trip."""
+    """{"queues": {queue: {"total": n, "steps": {"0": n, ...}}}, "unacked": n}, asked of the broker in use."""
+    if broker_transport(app.conf.broker_url) == AMQP:
+        return amqp_queue_depths()
+    return redis_queue_depths()
+
+
+def amqp_queue_depths() -> dict:
+    """Ready messages per queue from RabbitMQ, one passive declaration each (a queue nobody declared yet is empty)."""
+    result = {}
+    with app.connection_for_read() as connection:
+        connection.ensure_connection(max_retries=1, timeout=5)
+        channel = connection.channel()
+        try:
+            for queue in broker_queues():
+                try:
+                    _, count, _ = channel.queue_declare(queue=queue, passive=True)
+                except connection.channel_errors:  # 404: not declared yet; the error closed the channel
+                    count = 0
+                    channel = connection.channel()
+                result[queue] = {"total": count, "steps": {}}
+        finally:
+            channel.close()
+    return {"queues": result, "unacked": None}
+
+
+def redis_queue_depths() -> dict:
+    """The Redis transport's lists and unacked hash, in one round trip."""
     queues = broker_queues()
     plan = [(queue, step, key) for queue in queues for step, key in queue_keys(queue).items()]
     options = app.conf.broker_transport_options or {}

@@ -30,6 +30,10 @@ SECRET_KEY = os.environ.get("SECRET_KEY", "")
 ALLOWED_HOSTS = _list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 DATABASE_URL = os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'var' / 'trawl.sqlite3'}")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Engines (docs/brokers.md): the Celery broker and result store may live apart from Trawl's state (REDIS_URL), e.g.
+# `amqp://user:pass@host:5672/vhost` for RabbitMQ. Unset: REDIS_URL carries them, as `make run` has always done.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or REDIS_URL
 INSTALLATION_ID = os.environ.get("TRAWL_INSTALLATION_ID", "")
 EGRESS_LABEL = os.environ.get("TRAWL_EGRESS_LABEL", "default")
 JOB_TIMEOUT = _int("TRAWL_JOB_TIMEOUT", 600)

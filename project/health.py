@@ -1,11 +1,13 @@
-"""`GET /healthz`: is the database there, is Redis there, which installation's Redis keys this is. 503 naming what
-is down."""
+"""`GET /healthz`: is the database there, is Redis there, is the broker there when it is not that Redis
+(CELERY_BROKER_URL), which installation's Redis keys this is. 503 naming what is down."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
 
+from project.celery import app
 from project.installation import installation_id
 from project.redis import get_redis, redis_key
 
@@ -21,9 +23,22 @@ def _check_redis() -> str:
     return "ok"
 
 
+def _check_broker() -> str:
+    with app.connection_for_read() as broker:
+        broker.ensure_connection(max_retries=1, interval_start=0, timeout=5)
+    return "ok"
+
+
+def _checks() -> tuple:
+    checks = (("database", _check_database), ("redis", _check_redis))
+    if app.conf.broker_url != settings.REDIS_URL:
+        checks += (("broker", _check_broker),)
+    return checks
+
+
 def healthz(request) -> JsonResponse:
     checks = {}
-    for name, check in (("database", _check_database), ("redis", _check_redis)):
+    for name, check in _checks():
         try:
             checks[name] = check()
         except Exception as exc:  # any failure means "down"; say why

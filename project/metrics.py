@@ -117,9 +117,13 @@ def gauge_families() -> Iterator[Metric]:
         for step, length in depth["steps"].items():
             queued.add_metric([queue, step], length)
     yield queued
-    yield GaugeMetricFamily(
-        "trawl_queue_unacked_messages", "Messages taken by workers and not acknowledged yet.", value=depths["unacked"]
-    )
+    total = GaugeMetricFamily("trawl_queue_depth", "Messages waiting in a broker queue, all steps.", labels=["queue"])
+    for queue, depth in depths["queues"].items():
+        total.add_metric([queue], depth["total"])
+    yield total
+    if depths["unacked"] is not None:  # RabbitMQ does not tell it over AMQP
+        unacked = "Messages taken by workers and not acknowledged yet."
+        yield GaugeMetricFamily("trawl_queue_unacked_messages", unacked, value=depths["unacked"])
     jobs = GaugeMetricFamily("trawl_jobs", "Jobs queued or running now.", labels=["status"])
     for status, count in jobs_active().items():
         jobs.add_metric([status], count)

@@ -58,6 +58,7 @@ class Worker:
         self.extra_env = env or {}
         self.log_path = log_dir / f"{self.name.split('@')[0]}.log"
         self.process: subprocess.Popen | None = None
+        self.started_on = ""  # the broker it was started on (CELERY_BROKER_URL, else REDIS_URL)
 
     @property
     def hostname(self) -> str:
@@ -65,7 +66,7 @@ class Worker:
 
     @property
     def broker_url(self) -> str:
-        return self.extra_env.get("REDIS_URL", settings.REDIS_URL)
+        return self.started_on or self.extra_env.get("REDIS_URL", settings.REDIS_URL)
 
     def start(self, timeout: float = 60) -> Worker:
         env = {
@@ -76,6 +77,7 @@ class Worker:
             "PYTHONPATH": str(BASE_DIR),
             **self.extra_env,
         }
+        self.started_on = env.get("CELERY_BROKER_URL") or env["REDIS_URL"]
         command = [
             sys.executable,
             "-m",

@@ -119,7 +119,7 @@ def exclusive(*workers: Worker, queues: Iterable[str] = QUEUES) -> Iterator[None
     only to `workers`, which run with the settings these tests need. The others are the workers this process started
     (a ping under load can miss one, and a missed worker silently takes jobs with the wrong settings)."""
     mine = {worker.hostname for worker in workers}
-    started = set(workers_running(broker_url=settings.REDIS_URL)) - mine
+    started = set(workers_running(broker_url=app.conf.broker_url)) - mine
     pinged = {name for reply in app.control.ping(timeout=1.0) or [] for name in reply} - mine - started
     with pause(sorted(started), queues=queues), pause(sorted(pinged), queues=queues, answers_needed=False):
         yield
@@ -139,7 +139,7 @@ def pause(hostnames: list[str], *, queues: Iterable[str] = QUEUES, answers_neede
         yield
     finally:
         # A worker stopped or killed meanwhile cannot answer; every one still running must.
-        alive = set(workers_running(broker_url=settings.REDIS_URL))
+        alive = set(workers_running(broker_url=app.conf.broker_url))
         for queue in queues:
             _paused.subtract((name, queue) for name in hostnames)
             last = {name for name in hostnames if _paused[name, queue] <= 0}

@@ -1,0 +1,83 @@
+"""RabbitMQ as the broker, end to end: queue depths read through AMQP, priorities served the right way round, and
+fair share (the Redis run of the same test is tests/e2e/test_fairshare_e2e.py; the queue-depth test on Redis is
+tests/ops/test_apis.py). Trawl's state stays on the session's Redis; see tests/e2e/rabbitmq.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from crawls.models import CrawlJob
+from crawls.publish import RUN_CRAWL, broker_priority
+from project.celery import app
+from tests.callbacks.harness import running_alone
+from tests.e2e.rabbitmq import on_rabbitmq, purge
+from tests.e2e.test_fairshare_e2e import fast_localhost, test_a_late_requesters_jobs_start_before_a_big_backlog_drains
+from tests.ops.test_apis import metric_samples
+from tests.workers import Worker
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+__all__ = ["fast_localhost", "on_rabbitmq", "test_a_late_requesters_jobs_start_before_a_big_backlog_drains"]
+
+LOW = 50
+
+
+@pytest.fixture
+def worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
+    """The fair-share test's worker (its own fixture of the same name runs it on the session's broker)."""
+    worker = Worker(queues="crawls,control", concurrency=2, log_dir=tmp_path)
+    with running_alone(worker):
+        yield worker
+
+
+def test_queue_depths_come_from_rabbitmq_in_stats_metrics_and_the_dashboard(
+    admin_api, admin_client, client, admin_auth
+):
+    for step in (0, 9):  # messages nobody consumes (no worker runs yet in this module's vhost)
+        for _ in range(3 if step else 2):
+            app.send_task(RUN_CRAWL, args=["00000000-0000-0000-0000-000000000000", 1], queue="crawls", priority=step)
+    try:
+        queues = admin_api.get("/api/stats/").json()["queues"]
+        metrics = metric_samples(client.get("/metrics", HTTP_AUTHORIZATION=admin_auth).content.decode())
+        dashboard = admin_client.get("/admin/ops/dashboard/data/").json()["queue_depth"]["now"]
+    finally:
+        purge("crawls")
+
+    assert queues["queues"]["crawls"] == {"total": 5, "steps": {}}
+    assert queues["queues"]["control"]["total"] == 0 and queues["unacked"] is None  # AMQP does not tell it
+    assert metrics[("trawl_queue_depth", (("queue", "crawls"),))] == 5
+    assert not any(name == "trawl_queue_unacked_messages" for name, _ in metrics)
+    assert dashboard["queues"]["crawls"]["total"] == 5
+
+
+def test_healthz_checks_the_broker_apart_from_redis(client):
+    body = client.get("/healthz").json()
+    assert (body["broker"], body["redis"], body["status"]) == ("ok", "ok", "ok")
+
+
+def test_a_priority_100_job_starts_before_the_queued_priority_1_jobs(api, builtins, site, tmp_path):
+    assert (broker_priority(1), broker_priority(100)) == (0, 9)  # RabbitMQ serves the highest number first
+    url = f"{site.url}/"
+    low = [
+        api.post("/api/jobs/", {"url": url, "priority": 1, "options": {"maxdepth": 0}}, format="json")
+        for _ in range(LOW)
+    ]
+    assert all(response.status_code == 201 for response in low), low[0].content
+    urgent = api.post("/api/jobs/", {"url": url, "priority": 100, "options": {"maxdepth": 0}}, format="json")
+    assert urgent.status_code == 201, urgent.content
+
+    worker = Worker(queues="crawls,control", concurrency=1, log_dir=tmp_path)  # one slot, started after they queued
+    with running_alone(worker):
+        deadline = time.monotonic() + 180
+        while CrawlJob.objects.filter(started_at__isnull=False).count() < 4:
+            assert time.monotonic() < deadline, f"jobs never started\n{worker.log_tail()}"
+            time.sleep(0.2)
+        order = list(
+            CrawlJob.objects.filter(started_at__isnull=False).order_by("started_at").values_list("priority", flat=True)
+        )
+        CrawlJob.objects.filter(status="queued").update(status="cancelled")  # the rest need not run
+    purge("crawls")
+
+    print(f"start order of the first {len(order)} jobs by priority: {order}")
+    assert order[0] == 100, order

@@ -262,3 +262,30 @@ def test_every_app_service_runs_the_production_settings(services, compose):
 def test_the_web_port_is_published_on_the_loopback_only(services):
     for port in services["web"]["ports"]:
         assert interpolate(str(port)).startswith("127.0.0.1:"), port
+
+
+def test_rabbitmq_runs_only_in_its_profile_and_app_services_may_wait_for_it(services):
+    rabbit = services["rabbitmq"]
+    assert rabbit["profiles"] == ["rabbitmq"]
+    assert rabbit["healthcheck"]["test"] and rabbit["image"].startswith("rabbitmq:")
+    assert "consumer_timeout" in rabbit["environment"]["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"]
+    assert all("profiles" not in services[name] for name in (*LONG_RUNNING, "migrate")), "the default stays Redis"
+    for name in APP_SERVICES:
+        if name == "migrate":
+            continue
+        wait = services[name]["depends_on"]["rabbitmq"]
+        assert (wait["condition"], wait["required"]) == ("service_healthy", False), name
+
+
+def test_the_broker_is_redis_unless_celery_broker_url_is_set(services):
+    from project.brokers import broker_transport
+
+    rabbit = services["rabbitmq"]["environment"]
+    for name in APP_SERVICES:
+        env = {key: interpolate(str(value)) for key, value in services[name]["environment"].items()}
+        assert env["CELERY_BROKER_URL"] == "", name  # empty: project.env falls back to REDIS_URL
+    # The URL the compose file's header gives, for the profile's user and vhost, is the AMQP transport.
+    header = (ROOT / "docker-compose.yml").read_text().split("services:", 1)[0]
+    url = re.search(r"CELERY_BROKER_URL=(\S+)", header).group(1)
+    assert url == f"amqp://{rabbit['RABBITMQ_DEFAULT_USER']}:trawl@rabbitmq:5672/{rabbit['RABBITMQ_DEFAULT_VHOST']}"
+    assert broker_transport(url) == "amqp"

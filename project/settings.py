@@ -146,9 +146,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 REDIS_URL = env.REDIS_URL
-# The Celery broker and result store (celeryconfig reads the same values); each defaults to REDIS_URL.
-CELERY_BROKER_URL = env.CELERY_BROKER_URL
-CELERY_RESULT_BACKEND = env.CELERY_RESULT_BACKEND
+# The Celery broker and result store (CELERY_BROKER_URL, CELERY_RESULT_BACKEND) are celeryconfig's alone, read from
+# project.env; not Django settings, so their credentials never reach what copies settings (a packaged crawl's child).
 # Namespaces Trawl's Redis keys (project.installation); empty: derived from the database.
 TRAWL_INSTALLATION_ID = env.INSTALLATION_ID
 CELERY_BEAT_SCHEDULER = "crawls.beat:LeaderScheduler"

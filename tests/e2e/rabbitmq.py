@@ -14,6 +14,7 @@ import socket
 import subprocess
 from collections.abc import Iterator
 
+import kombu.pools
 import pytest
 
 from project.brokers import step_broker_priority
@@ -50,9 +51,9 @@ def fresh_vhost() -> None:
 
 
 def _reconnect() -> None:
-    """Drop the app's pooled broker connections, so the next publish opens one to the broker now configured."""
-    if app._pool is not None:
-        app._pool.force_close_all()
+    """Drop the pooled broker connections (kombu's registry too, which would hand back the closed pool), so the next
+    publish opens one to the broker now configured."""
+    kombu.pools.reset()
     app._pool = None
     app.amqp._producer_pool = None
 

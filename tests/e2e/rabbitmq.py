@@ -58,11 +58,15 @@ def _reconnect() -> None:
     app.amqp._producer_pool = None
 
 
-def purge(*queues: str) -> None:
+def purge(*names: str) -> None:
+    """Empty these queues, declaring them first (as celeryconfig does) if nothing has yet."""
     with app.connection_for_write() as connection:
         channel = connection.channel()
-        for queue in queues:
-            channel.queue_purge(queue)
+        for queue in app.conf.task_queues:
+            if queue.name in names:
+                bound = queue(channel)
+                bound.declare()
+                bound.purge()
         channel.close()
 
 

@@ -23,6 +23,15 @@ __all__ = ["fast_localhost", "on_rabbitmq", "test_a_late_requesters_jobs_start_b
 LOW = 50
 
 
+@pytest.fixture(autouse=True)
+def empty_queues():
+    """Each test starts on empty queues: the fair-share test (collected first) leaves its cancelled backlog's
+    messages, which would count in the depths and take the priority test's worker slot."""
+    purge("crawls", "control", "callbacks")
+    yield
+    purge("crawls", "control", "callbacks")
+
+
 @pytest.fixture
 def worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
     """The fair-share test's worker (its own fixture of the same name runs it on the session's broker)."""
@@ -37,12 +46,9 @@ def test_queue_depths_come_from_rabbitmq_in_stats_metrics_and_the_dashboard(
     for step in (0, 9):  # messages nobody consumes (no worker runs yet in this module's vhost)
         for _ in range(3 if step else 2):
             app.send_task(RUN_CRAWL, args=["00000000-0000-0000-0000-000000000000", 1], queue="crawls", priority=step)
-    try:
-        queues = admin_api.get("/api/stats/").json()["queues"]
-        metrics = metric_samples(client.get("/metrics", HTTP_AUTHORIZATION=admin_auth).content.decode())
-        dashboard = admin_client.get("/admin/ops/dashboard/data/").json()["queue_depth"]["now"]
-    finally:
-        purge("crawls")
+    queues = admin_api.get("/api/stats/").json()["queues"]
+    metrics = metric_samples(client.get("/metrics", HTTP_AUTHORIZATION=admin_auth).content.decode())
+    dashboard = admin_client.get("/admin/ops/dashboard/data/").json()["queue_depth"]["now"]
 
     assert queues["queues"]["crawls"] == {"total": 5, "steps": {}}
     assert queues["queues"]["control"]["total"] == 0 and queues["unacked"] is None  # AMQP does not tell it
@@ -77,7 +83,6 @@ def test_a_priority_100_job_starts_before_the_queued_priority_1_jobs(api, builti
             CrawlJob.objects.filter(started_at__isnull=False).order_by("started_at").values_list("priority", flat=True)
         )
         CrawlJob.objects.filter(status="queued").update(status="cancelled")  # the rest need not run
-    purge("crawls")
 
     print(f"start order of the first {len(order)} jobs by priority: {order}")
     assert order[0] == 100, order

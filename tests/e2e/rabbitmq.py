@@ -33,7 +33,7 @@ def _answers() -> bool:
         return False
 
 
-def _rabbitmqctl(*args: str) -> subprocess.CompletedProcess:
+def rabbitmqctl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True, timeout=60)
 
 
@@ -43,9 +43,9 @@ def fresh_vhost() -> None:
         pytest.skip(f"no RabbitMQ answers on {HOST}:{PORT}")
     if shutil.which("rabbitmqctl") is None:
         pytest.skip("rabbitmqctl is missing: cannot create the test vhost (pyamqp cannot)")
-    _rabbitmqctl("delete_vhost", VHOST)  # absent the first time: fine
+    rabbitmqctl("delete_vhost", VHOST)  # absent the first time: fine
     for args in (("add_vhost", VHOST), ("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")):
-        done = _rabbitmqctl(*args)
+        done = rabbitmqctl(*args)
         if done.returncode != 0:
             pytest.skip(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip() or done.stdout.strip()}")
 

@@ -4,6 +4,7 @@ tests/ops/test_apis.py). Trawl's state stays on the session's Redis; see tests/e
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -12,7 +13,7 @@ from crawls.models import CrawlJob
 from crawls.publish import RUN_CRAWL, broker_priority
 from project.celery import app
 from tests.callbacks.harness import running_alone
-from tests.e2e.rabbitmq import on_rabbitmq, purge
+from tests.e2e.rabbitmq import VHOST, on_rabbitmq, purge, rabbitmqctl
 from tests.e2e.test_fairshare_e2e import fast_localhost, test_a_late_requesters_jobs_start_before_a_big_backlog_drains
 from tests.ops.test_apis import metric_samples
 from tests.workers import Worker
@@ -55,6 +56,10 @@ def test_queue_depths_come_from_rabbitmq_in_stats_metrics_and_the_dashboard(
     assert metrics[("trawl_queue_depth", (("queue", "crawls"),))] == 5
     assert not any(name == "trawl_queue_unacked_messages" for name, _ in metrics)
     assert dashboard["queues"]["crawls"]["total"] == 5
+    declared = rabbitmqctl("list_queues", "-p", VHOST, "name", "arguments", "--formatter", "json")
+    arguments = {queue["name"]: queue["arguments"] for queue in json.loads(declared.stdout)}
+    for name in ("crawls", "control", "callbacks"):
+        assert arguments[name] == [["x-max-priority", "signedint", 9]], arguments
 
 
 def test_healthz_checks_the_broker_apart_from_redis(client):

@@ -62,6 +62,21 @@ def test_queue_depths_come_from_rabbitmq_in_stats_metrics_and_the_dashboard(
         assert arguments[name] == [["x-max-priority", "signedint", 9]], arguments
 
 
+def test_a_queue_nobody_declared_reads_empty_and_the_others_still_answer(monkeypatch):
+    from ops import queues
+
+    monkeypatch.setattr(queues, "broker_queues", lambda: ["crawls", "trawl-never-declared", "control"])
+    app.send_task(RUN_CRAWL, args=["00000000-0000-0000-0000-000000000000", 1], queue="control")
+
+    depths = queues.queue_depths()  # the 404 closes the AMQP channel: the next queue is asked on a new one
+
+    assert {name: depth["total"] for name, depth in depths["queues"].items()} == {
+        "crawls": 0,
+        "trawl-never-declared": 0,
+        "control": 1,
+    }
+
+
 def test_healthz_checks_the_broker_apart_from_redis(client):
     body = client.get("/healthz").json()
     assert (body["broker"], body["redis"], body["status"]) == ("ok", "ok", "ok")

@@ -1,6 +1,7 @@
-"""RabbitMQ as the broker, end to end: queue depths read through AMQP, priorities served the right way round, and
-fair share (the Redis run of the same test is tests/e2e/test_fairshare_e2e.py; the queue-depth test on Redis is
-tests/ops/test_apis.py). Trawl's state stays on the session's Redis; see tests/e2e/rabbitmq.py."""
+"""RabbitMQ as the broker, end to end: queue depths read through AMQP, priorities served the right way round, a job
+run and a running job cancelled (tests/e2e/test_crawl_jobs.py on Redis), and fair share (the Redis run of the same
+test is tests/e2e/test_fairshare_e2e.py; the queue-depth test on Redis is tests/ops/test_apis.py). Trawl's state
+stays on the session's Redis; see tests/e2e/rabbitmq.py."""
 
 from __future__ import annotations
 
@@ -14,12 +15,19 @@ from crawls.publish import RUN_CRAWL, broker_priority
 from project.celery import app
 from tests.callbacks.harness import running_alone
 from tests.e2e.rabbitmq import VHOST, on_rabbitmq, purge, rabbitmqctl
+from tests.e2e.test_crawl_jobs import test_rest_job_succeeds_with_expected_items, test_running_job_can_be_cancelled
 from tests.e2e.test_fairshare_e2e import fast_localhost, test_a_late_requesters_jobs_start_before_a_big_backlog_drains
 from tests.ops.test_apis import metric_samples
 from tests.workers import Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-__all__ = ["fast_localhost", "on_rabbitmq", "test_a_late_requesters_jobs_start_before_a_big_backlog_drains"]
+__all__ = [
+    "fast_localhost",
+    "on_rabbitmq",
+    "test_a_late_requesters_jobs_start_before_a_big_backlog_drains",
+    "test_rest_job_succeeds_with_expected_items",
+    "test_running_job_can_be_cancelled",
+]
 
 LOW = 50
 
@@ -31,6 +39,15 @@ def empty_queues():
     purge("crawls", "control", "callbacks")
     yield
     purge("crawls", "control", "callbacks")
+
+
+@pytest.fixture
+def crawl_worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
+    """The crawl worker `job_waiter` waits on, on RabbitMQ and for one test only: one that outlived its test would
+    take the jobs the priority test queues before its own worker starts."""
+    worker = Worker(log_dir=tmp_path)
+    with running_alone(worker):
+        yield worker
 
 
 @pytest.fixture

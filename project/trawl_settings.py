@@ -1,0 +1,253 @@
+"""Trawl's own settings (TRAWL_*): part of project.settings, which imports them all; kept apart so that each module
+reads in one sitting. Values that differ between machines come from project.env."""
+
+from __future__ import annotations
+
+from project import env
+from project.dns_servers import parse_servers
+
+# --- Trawl ---------------------------------------------------------------------------------------
+# Trawl's own Redis or database away during a crawl: the crawl waits and retries this long, then the job is requeued.
+# Never a site's error class, never the source's backoff.
+TRAWL_INFRA_PATIENCE_SECONDS = env.INFRA_PATIENCE_SECONDS
+TRAWL_JOB_TIMEOUT = env.JOB_TIMEOUT  # seconds a crawl may run before it is stopped and failed with `timeout`
+TRAWL_HEARTBEAT_SECONDS = env.HEARTBEAT_SECONDS
+TRAWL_EGRESS_LABEL = env.EGRESS_LABEL
+TRAWL_DEFAULT_SCRAPER = "link"
+TRAWL_ITEM_CHUNK = 200  # items upserted per database round
+# Scrapy settings every crawl starts from; scraper, version and job settings override them in that order.
+TRAWL_SCRAPY_SETTINGS = {
+    "TELNETCONSOLE_ENABLED": False,
+    "REMOTE_CONTROL_ENABLED": False,
+    "ROBOTSTXT_OBEY": True,
+    # What a job's own log keeps (GET /api/jobs/{id}/log/); a scraper or version may set another level.
+    "LOG_LEVEL": "INFO",
+    "CONCURRENT_REQUESTS": 16,
+    "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+    "DOWNLOAD_TIMEOUT": 30,
+    # A requester's own site decides how big its pages are, and the reactor parses each under the GIL: Scrapy's 1 GiB
+    # default would let one page hold a worker for minutes. A scraper or version that fetches big files raises it.
+    "DOWNLOAD_MAXSIZE": 32 * 1024 * 1024,
+    "DOWNLOAD_WARNSIZE": 8 * 1024 * 1024,
+    "RETRY_TIMES": 1,
+    # Scrapy's default of 100 concurrent item tasks per response costs CPU for nothing with dict items.
+    "CONCURRENT_ITEMS": 10,
+    "USER_AGENT": "Trawl/0.1 (+https://github.com/trawl)",
+    "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
+    # Scrapy's own collector without its per-call deprecation check (crawls/scraping/stats.py).
+    "STATS_CLASS": "crawls.scraping.stats.CrawlStats",
+}
+# The runner adds its own components through these so user settings never drop them by accident.
+TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {
+    # Records the longest Retry-After a site sent, so the source's next run honours it (docs/scheduling.md).
+    "crawls.scraping.retry_after.RetryAfterStats": 0,
+    # Stops a crawl that got no response and no item for TRAWL_STALL_SECONDS (error class `stalled`).
+    "crawls.scraping.watchdogs.StallWatchdog": 0,
+    # Stops a crawl whose error rate passed its TRAWL_MONITORS max_error_rate; counts field coverage for monitors.
+    "crawls.scraping.watchdogs.ErrorRateWatchdog": 0,
+    "crawls.scraping.watchdogs.FieldCoverage": 0,
+}
+TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
+    # Before Scrapy's UserAgentMiddleware (500), which only fills in a User-Agent when none is set.
+    "throttling.middlewares.UserAgentRotationMiddleware": 490,
+    # Before HttpProxyMiddleware (750), which applies the chosen proxy; sets the egress label the throttle keys on.
+    "throttling.proxies.ProxyRotationMiddleware": 740,
+    # Last before DownloaderStats (850): the token is taken as close to the request leaving as middlewares allow.
+    "throttling.middlewares.ThrottleMiddleware": 800,
+    # Source crawls revalidate what they fetched before (ETag / Last-Modified); below DownloaderStats so a job's
+    # bytes are what came over the wire. Off for ad-hoc jobs and with TRAWL_INCREMENTAL: false (docs/incremental.md).
+    "crawls.scraping.incremental.IncrementalCacheMiddleware": 840,
+    # First to see each response (after the downloader), before retries and redirects: counts 403/429 and captchas.
+    "crawls.scraping.blocks.BlockDetector": 880,
+}
+# Incremental source crawls: on unless a scraper, version or source says TRAWL_INCREMENTAL: false. Stored pages and
+# sitemap lastmods live in Redis this long after their last use (seconds).
+TRAWL_INCREMENTAL = True
+TRAWL_INCREMENTAL_TTL = 30 * 86400
+
+# --- Throttling (see docs/throttling.md) ------------------------------------------------------------
+TRAWL_THROTTLE_ENABLED = True
+# Buckets of a domain no DomainThrottle row names: requests per second and burst, cluster-wide and per egress IP.
+TRAWL_THROTTLE_DEFAULTS = {
+    "rate": env.THROTTLE_DEFAULT_RATE,
+    "burst": env.THROTTLE_DEFAULT_BURST,
+    "ip_rate": env.THROTTLE_DEFAULT_RATE,
+    "ip_burst": env.THROTTLE_DEFAULT_BURST,
+    # Requests in flight at once to a domain across every shard and worker (Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN
+    # is per process: 32 shards would open 32 x 8 connections without it).
+    "concurrency": env.THROTTLE_DEFAULT_CONCURRENCY,
+}
+# How long a worker's hold on in-flight slots lasts without renewal (it renews a third of this): a killed worker's
+# slots come back within this many seconds.
+TRAWL_THROTTLE_SLOT_LEASE = env.THROTTLE_SLOT_LEASE
+# Adaptive politeness (docs/throttling.md): every worker's response latencies and errors per domain feed one controller
+# in Redis that lowers the domain's rate when the site slows or errors and raises it back slowly. Rules opt out with
+# `adaptive: false`; "enabled": False turns it off everywhere. Other keys override throttling.adaptive.AdaptiveConfig.
+TRAWL_THROTTLE_ADAPTIVE: dict = {"enabled": True}
+# Longest single sleep before asking Redis again, so a rate raised in the admin applies to waiting requests at once.
+TRAWL_THROTTLE_MAX_SLEEP = 1.0
+# Longest pause a site's Retry-After may impose on its domain (seconds).
+TRAWL_THROTTLE_MAX_PAUSE = 3600
+# Seconds the Redis mirror of the rules is trusted before a worker reloads it from the database. Services publish
+# every change at once; this only bounds how long a change made behind their back (shell, fixture) goes unseen.
+TRAWL_THROTTLE_RULES_TTL = 15
+# Proxy and User-Agent rotation: a scraper or version may override any of these in its Scrapy settings.
+TRAWL_PROXY_ENABLED = True
+TRAWL_PROXY_GROUP = ""  # "" is the pool of proxies without a group; a source's config `proxy_group` picks another
+TRAWL_PROXY_COOLDOWN = 600  # seconds a proxy rests after a site blocked it
+TRAWL_PROXY_BAN_STATUSES = [403, 429]
+TRAWL_PROXY_BAN_MARKERS = ["g-recaptcha", "h-captcha", "cf-challenge", "captcha-delivery", "are you a robot"]
+# Captcha/challenge markers checked in every response (crawls.scraping.blocks); a scraper or version may set its own.
+TRAWL_BLOCK_MARKERS = TRAWL_PROXY_BAN_MARKERS
+# A crawl whose responses were at least this share of blocks (403, 429, captcha pages) ends `blocked`.
+TRAWL_BLOCK_SHARE = 0.5
+TRAWL_PROXY_REFRESH_SECONDS = 10  # how often a crawl re-reads the proxy table (other workers' cool-downs, edits)
+TRAWL_USER_AGENTS: list[str] = []  # empty: every request sends USER_AGENT (or the job's `useragent`)
+
+# --- Batches and webhooks --------------------------------------------------------------------------
+# Round-robin between requesters at one priority: a crawl message is a worker slot that runs the owed requester's
+# next job (crawls/fairshare.py, docs/fair-share.md). False: jobs start in submission order within a priority.
+TRAWL_FAIR_SHARE = True
+# Cap on the active shards (queued + running; a job with parallelism N counts N) of a requester whose own
+# max_active_jobs is empty; admins and scheduled work are not capped by it; 0 turns it off. 100: about three times
+# the widest single job (parallelism 32), more than a cluster of a few dozen worker slots runs at once, so an honest
+# requester waits on the workers, not on the cap, while one token can no longer queue without bound (a batch of
+# TRAWL_BATCH_MAX_JOBS is for requesters an admin trusted with a higher cap).
+TRAWL_DEFAULT_MAX_ACTIVE_JOBS = env.DEFAULT_MAX_ACTIVE_JOBS
+TRAWL_BATCH_MAX_JOBS = env.BATCH_MAX_JOBS  # job specs one POST /api/batches/ may carry
+# A batch still `pending` this long after submission (its launcher task was lost) is launched again by the sweeper.
+TRAWL_BATCH_LAUNCH_GRACE_SECONDS = env.BATCH_LAUNCH_GRACE_SECONDS
+# Backstop for lost workers: a running batch job whose heartbeat is this old is ended `dead` (worker_lost) by the
+# batch sweeper so its batch can still complete. Far above the heartbeat; the job reaper should act well before.
+TRAWL_BATCH_JOB_LOST_SECONDS = env.BATCH_JOB_LOST_SECONDS
+TRAWL_WEBHOOK_MAX_ATTEMPTS = env.WEBHOOK_MAX_ATTEMPTS  # then the delivery is `dead`
+TRAWL_WEBHOOK_BACKOFF_SECONDS = env.WEBHOOK_BACKOFF_SECONDS  # first retry after about this; doubles each attempt
+# Cap on one wait; below the broker visibility timeout (1 h), or a retry held by a worker would be redelivered.
+TRAWL_WEBHOOK_BACKOFF_MAX_SECONDS = env.WEBHOOK_BACKOFF_MAX_SECONDS
+TRAWL_WEBHOOK_TIMEOUT_SECONDS = env.WEBHOOK_TIMEOUT_SECONDS  # connect + read timeout of one POST
+# A delivery due this long ago whose task never ran (lost message, dead worker) is published again by the sweeper.
+TRAWL_WEBHOOK_SWEEP_GRACE_SECONDS = env.WEBHOOK_SWEEP_GRACE_SECONDS
+TRAWL_WEBHOOK_LINK_BASE_URL = env.PUBLIC_URL  # where this API is reached: base of `items_url` in payloads
+
+# --- Scraper registry: routing cache and automatic rollback (see docs/registry.md) -------------------------
+# How often a process asks Redis whether the registry changed (one GET) before trusting its cached versions.
+# 0 = before every route: a change applies to the very next job anywhere. Raise it to trade freshness for GETs.
+TRAWL_ROUTING_CHECK_SECONDS = 0.0
+# Backstop only, not the invalidation: bounds how long a write that bumped nothing (QuerySet.update in a shell) is
+# unseen. Every write through services, admin, API or model save() invalidates every process within the check above.
+TRAWL_ROUTING_CACHE_MAX_AGE = 300
+TRAWL_ROLLBACK_ENABLED = True
+# A canary/beta is judged once it has run this many jobs in its current rollout (per scraper: settings override).
+TRAWL_ROLLBACK_MIN_JOBS = 20
+# ...and rolled back (traffic -> 0) when its failure rate exceeds stable's by more than this (0.2 = 20 points).
+TRAWL_ROLLBACK_THRESHOLD = 0.2
+# Where `scraper.rolled_back` events go ("" = nowhere), signed with this requester's webhook secret.
+TRAWL_ROLLBACK_WEBHOOK_URL = ""
+TRAWL_ROLLBACK_WEBHOOK_REQUESTER = ""
+
+# --- Operations: stats counters, /metrics, the admin dashboard (see docs/operations.md) -------------------
+# Redis keys of the counters, queue samples and the last worker answer; empty: redis_key("stats"), this installation's
+TRAWL_STATS_PREFIX = ""
+TRAWL_STATS_WINDOWS = (900, 3600, 86400)  # rolling windows of /api/stats/ (seconds; whole minutes), plus lifetime
+# Job duration histogram buckets of /metrics (seconds; +Inf is added).
+TRAWL_STATS_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
+TRAWL_STATS_SAMPLE_SECONDS = 30  # beat's queue-depth/worker sample (the `ops-sample` periodic task's interval)
+TRAWL_STATS_QUEUE_SAMPLES_KEPT = 2880  # a day of samples at 30 s
+TRAWL_STATS_INSPECT_TIMEOUT = 1.0  # seconds a sample waits for workers to answer `inspect active`
+TRAWL_STATS_WORKERS_SECONDS = 86400  # a node that ran a job this recently is listed among the workers seen
+TRAWL_STATS_DASHBOARD_MINUTES = 60  # the dashboard's jobs-per-minute chart
+TRAWL_STATS_DASHBOARD_SAMPLES = 120  # queue-depth samples the dashboard draws (an hour at 30 s)
+# /metrics is never open: a scrape sends `Bearer <token>` (or `Token <token>`) with this token or an admin API token.
+TRAWL_STATS_METRICS_TOKEN = env.STATS_METRICS_TOKEN
+TRAWL_METRICS_MAX_DOMAINS = 50  # /metrics labels the busiest domains; the rest are summed under domain="other"
+
+# --- Scheduling: dispatching due sources, adaptive intervals, backoff (see docs/scheduling.md) ------------
+# A dispatcher that died frees its Redis lease after this long; a live one renews it after every chunk.
+TRAWL_SCHEDULING_LEASE_SECONDS = 60
+# The beat leader's Redis lease: a standby beat takes over at most this long after the leader died.
+TRAWL_BEAT_LEASE_SECONDS = 30
+TRAWL_SCHEDULING_DISPATCH_CHUNK = 500  # sources booked (and their jobs published) per transaction
+TRAWL_SCHEDULING_DISPATCH_MAX = 10_000  # sources booked per pass; any more wait for the next minute
+# A run "changed much" when at least this fraction of what it saw was new or changed: interval back to min.
+TRAWL_SCHEDULING_MANY_CHANGES = 0.25
+TRAWL_SCHEDULING_BACKOFF = (3600, 4 * 3600, 24 * 3600)  # after the 1st, 2nd, 3rd+ network error or block in a row
+TRAWL_SCHEDULING_MAX_RETRY_AFTER = 7 * 86400  # a site's Retry-After is honoured up to this long
+TRAWL_SCHEDULING_MIN_INTERVAL = 60  # shortest interval a source may ask for: beat dispatches once a minute
+TRAWL_SCHEDULING_DISCOVERY_MAX = 50_000  # sources one discovery job may create
+
+# --- Reliability: the job reaper (see docs/failure-handling.md) -----------------------------------------
+# Beat runs `reap-dead-jobs` this often (the periodic task's interval when it is first created).
+TRAWL_REAPER_INTERVAL_SECONDS = env.REAPER_INTERVAL_SECONDS
+# A running job with no heartbeat for this long lost its worker: requeued (attempt + 1) or, after its last attempt,
+# ended `dead` (worker_lost). A few heartbeats, far below TRAWL_BATCH_JOB_LOST_SECONDS and the visibility timeout.
+TRAWL_REAPER_STALE_SECONDS = env.REAPER_STALE_SECONDS
+# A job queued this long without a claim is published again (its message may be lost); at most once per this long.
+TRAWL_REAPER_QUEUED_SECONDS = env.REAPER_QUEUED_SECONDS
+TRAWL_REAPER_MAX_PER_PASS = 500  # jobs requeued/republished per pass; the rest wait for the next one
+# --- Durable, parallel crawls: the frontier in Redis (crawls/frontier.py, docs/failure-handling.md) -------------
+TRAWL_FRONTIER_ENABLED = env.FRONTIER_ENABLED  # off: Scrapy's own in-memory scheduler (no resume, parallelism 1)
+# A shard renews its lease every third of this; a dead shard's in-flight requests return to the queue after it.
+TRAWL_FRONTIER_LEASE_SECONDS = env.FRONTIER_LEASE_SECONDS
+TRAWL_FRONTIER_TTL_SECONDS = 86400  # a frontier nothing touched for this long expires (a job's end deletes it)
+TRAWL_MAX_PARALLELISM = 32  # shards one job may ask for (`parallelism`)
+# --- Outgoing requests --------------------------------------------------------------------------------
+# Refuse private, loopback and link-local targets for callbacks and for crawls submitted by non-admin requesters.
+TRAWL_BLOCK_PRIVATE_TARGETS = env.BLOCK_PRIVATE_TARGETS
+# Networks the guard lets non-admin crawls reach anyway (CIDR, e.g. an internal site you mean to crawl).
+TRAWL_PRIVATE_TARGETS_ALLOWED: list[str] = env.PRIVATE_TARGETS_ALLOWED
+# DNS servers ("ip[:port]") that crawls, submission checks and webhooks ask; empty: the system resolver.
+TRAWL_DNS_SERVERS: list[str] = env.DNS_SERVERS
+parse_servers(TRAWL_DNS_SERVERS)  # a bad entry stops every process at start, not a request later
+
+# --- Ingestion: item schema checks, normalization, price history, category mapping (see docs/ingestion.md) ---
+TRAWL_INGESTION_INVALID_SAMPLE = 5  # rejected items a job keeps (with their reasons) in stats["invalid_sample"]
+TRAWL_INGESTION_BASE_CURRENCY = ""  # e.g. "EUR": prices also stored converted as `_price_base`; a schema may override
+TRAWL_INGESTION_RATES: dict[str, str] = {}  # units of the base currency per unit of each currency, e.g. {"USD": "0.92"}
+TRAWL_INGESTION_PRICE_HISTORY = 20  # price changes kept per item (older ones are pruned)
+TRAWL_INGESTION_CLASSIFIER = "catalog.classifiers.LexicalClassifier"  # or catalog.classifiers.EmbeddingClassifier
+# Below this score (0..1) an external category waits for a human.
+# None: the classifier's own threshold (lexical 0.75, embedding 0.5).
+TRAWL_INGESTION_CATEGORY_THRESHOLD: float | None = None
+TRAWL_INGESTION_MAPPING_SECONDS = 300  # how often beat's `map-categories` runs (when the periodic task is created)
+
+# --- Packaged scraper versions: uploaded wheels, one environment per package (see docs/packages.md) ---------
+# The STORAGES alias wheels are kept in. Any Django storage works (a shared directory, an S3 bucket) as long as every
+# crawl worker can read it: each machine copies a wheel from there the first time it runs one of its versions.
+TRAWL_PACKAGE_STORAGE = "packages"
+# Largest wheel accepted (a 400 naming `package` beyond): a spider project's wheel is kilobytes, its dependencies are
+# not uploaded (pip installs them, as wheels only).
+TRAWL_PACKAGE_MAX_BYTES = env.PACKAGE_MAX_BYTES
+# Per machine: one virtualenv per package hash, built once (under a file lock) and shared by every worker process.
+TRAWL_PACKAGE_CACHE_DIR = env.PACKAGE_CACHE_DIR
+# Local wheel directories pip searches for a package's Requires-Dist, and whether it may also ask the index (pip's
+# own configuration, e.g. PIP_INDEX_URL, applies). Offline machines list their wheelhouse and set NO_INDEX.
+TRAWL_PACKAGE_FIND_LINKS: list[str] = env.PACKAGE_FIND_LINKS
+TRAWL_PACKAGE_NO_INDEX = env.PACKAGE_NO_INDEX
+TRAWL_PACKAGE_BUILD_TIMEOUT = 600  # seconds pip may take to install a package and its dependencies
+# A packaged crawl runs in a child process of its environment; the child serves the next job of that package in the
+# same worker process too (no second start-up), and exits after this long without one.
+TRAWL_PACKAGE_CHILD_IDLE_SECONDS = env.PACKAGE_CHILD_IDLE_SECONDS
+# Development only: a changed spider module is imported again by the next job (registry/spiders.py).
+TRAWL_SPIDER_RELOAD = env.SPIDER_RELOAD
+TRAWL_PACKAGE_CHILDREN_KEPT = 2  # warm children per worker process (other packages' are stopped, oldest first)
+# A child runs uploaded code: it gets a Redis user of its own (ACL SETUSER), limited to Trawl's keys, so it cannot
+# reach the broker's. Off: it gets REDIS_URL itself (a Redis without ACL, or whose user may not create users).
+TRAWL_PACKAGE_CHILD_REDIS_ACL = env.PACKAGE_CHILD_REDIS_ACL
+# --- Operations: job logs, monitors, stalls, retention (see docs/operations.md) ------------------------
+# A crawl with no response and no item for this long is stopped and fails `stalled` (a version may set its own).
+TRAWL_STALL_SECONDS = env.STALL_SECONDS
+# Finished jobs (with logs, sightings, deliveries) older than this are deleted by beat; items stay.
+TRAWL_RETENTION_DAYS = env.RETENTION_DAYS
+TRAWL_RETENTION_CHUNK = 500  # jobs deleted per transaction, so a big purge never holds long locks
+TRAWL_RETENTION_INTERVAL_SECONDS = 3600  # how often beat's `cleanup-jobs` runs
+# Every job.alert is also sent here (signed with the webhook secret of TRAWL_ALERT_WEBHOOK_REQUESTER, if it names one).
+TRAWL_ALERT_WEBHOOK_URL = env.ALERT_WEBHOOK_URL
+TRAWL_ALERT_WEBHOOK_REQUESTER = ""
+# max_error_rate stops a running crawl only after this many requests: two early 500s are no trend.
+TRAWL_MONITOR_MIN_REQUESTS = 20
+TRAWL_MONITOR_HISTORY_RUNS = 5  # max_items_drop compares with the median of the source's last N successful runs
+# Per job attempt (and shard): the first half and the last half of this many records are kept, with a marker between.
+TRAWL_JOB_LOG_MAX_LINES = 10_000
+TRAWL_JOB_LOG_LINE_CHARS = 4000  # longer records (huge tracebacks, HTML in messages) are cut
+TRAWL_JOB_LOG_TTL_SECONDS = 7 * 86400  # records left in Redis by a worker that died mid-attempt
+TRAWL_JOB_LOG_FLUSH_SECONDS = 0.5  # how often a worker writes new records to Redis (what readers see while it runs)

@@ -19,7 +19,7 @@ from crawls.scraping.discovery import discovered
 from crawls.scraping.retry_after import RETRY_AFTER_STAT, RetryAfterStats
 from crawls.services import job_claim
 from crawls.services.ending import job_end
-from crawls.services.execution import JobTracker
+from crawls.services.tracker import JobTracker
 from project.errors import TrawlError
 from project.lease import Lease
 from project.redis import get_redis, redis_key

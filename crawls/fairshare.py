@@ -94,9 +94,10 @@ def fair_pick(*, priority: int, own: CrawlJob | None, slot_soft_limit: float | N
         running[None] = system.aggregate(n=Coalesce(Sum("parallelism"), 0))["n"]
     served = get_redis().hgetall(_served_key(step))
 
-    def owed(owner: int | None) -> tuple[int, int, str]:
+    def owed(owner: int | None) -> tuple[int, int, bool, int]:
         name = SYSTEM if owner is None else str(owner)
-        return running.get(owner, 0), int(served.get(name, 0)), name
+        # Ties go to the oldest requester (the system tenant first): by id as a number, not as text ("10" < "9").
+        return running.get(owner, 0), int(served.get(name, 0)), owner is not None, owner or 0
 
     for owner in sorted(owners, key=owed):
         if own is not None and own.status == JobStatus.QUEUED and own.requester_id == owner:

@@ -97,6 +97,17 @@ def test_a_slot_serves_the_requester_with_fewest_running_then_the_one_served_lon
 
 
 @pytest.mark.django_db
+def test_a_tie_goes_to_the_older_requester_by_id_as_a_number(builtins, sent_tasks):
+    """Ids 9 and 10: compared as text "10" sorted first, so who was served first depended on the ids' digits."""
+    older = Requester.objects.create(pk=9, name="older", webhook_secret="s")
+    newer = Requester.objects.create(pk=10, name="newer", webhook_secret="s")
+    mine = queue(newer, 1)[0]
+    theirs = queue(older, 1)[0]
+
+    assert job_claim_fair(job_id=str(mine.pk), attempt=1, worker="w").pk == theirs.pk
+
+
+@pytest.mark.django_db
 def test_slots_never_cross_priority_steps(builtins, sent_tasks):
     _, big = limited("big", None)
     _, small = limited("small", None)

@@ -1,5 +1,5 @@
 """Trawl's Redis away: the web keeps answering what needs only the database, and answers 503 with the reason where
-Redis is needed — never a 500 (project/unavailable.py)."""
+Redis is needed — never a 500 (project/unavailable.py). Its database away: every API endpoint answers 503 too."""
 
 from __future__ import annotations
 

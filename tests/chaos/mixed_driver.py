@@ -67,7 +67,7 @@ def run(seed: int, rounds: int, root: Path, redis, postgres) -> dict:
         for kind in plan:
             chaos.inject(kind)
             time.sleep(rng.uniform(1.0, 3.0))
-        finished = _wait(lambda: _all_final(), limit=FINISH_LIMIT)
+        finished = _wait(_all_final, limit=FINISH_LIMIT)
         _wait(lambda: _batch_done(stack.batch_id) and stack.receiver.events("batch.completed"), limit=180)
         time.sleep(5)  # a duplicate `batch.completed` would arrive now
         prober.stop()

@@ -23,7 +23,7 @@ FINISH_LIMIT = 900  # seconds for every job to end after the last fault; the tes
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--rounds", type=int, default=1, help="faults of each kind")
+    parser.add_argument("--rounds", type=int, default=1, help="workloads submitted, each struck by every fault")
     parser.add_argument("--log-dir", type=Path, required=True)
     args = parser.parse_args()
     postgres = PrivatePostgres().create()
@@ -39,6 +39,7 @@ def main() -> None:
     finally:
         redis.stop()
         postgres.destroy()
+    (args.log_dir / "report.json").write_text(json.dumps(report, indent=1))  # for a post-mortem next to the logs
     print(json.dumps(report), flush=True)
 
 
@@ -54,21 +55,20 @@ def run(seed: int, rounds: int, root: Path, redis, postgres) -> dict:
     prober = None
     try:
         stack.start()
-        stack.submit(requester)
-        started = time.monotonic()
-        big_job = next(job_id for job_id, kind in stack.jobs.items() if kind == "big")
-        prober = Prober(stack.web.url, ["/healthz", f"/api/jobs/{big_job}/"], token=token)
-        prober.start()
-        chaos = Chaos(stack, redis, postgres, rng, started)
-        plan = [kind for kind in KINDS for _ in range(rounds)]
-        rng.shuffle(plan)
-        first_at = rng.randint(100, 300)
-        _wait(lambda: stack.big_hits() >= first_at, limit=240)
-        for kind in plan:
-            chaos.inject(kind)
-            time.sleep(rng.uniform(1.0, 3.0))
+        started, chaos = time.monotonic(), Chaos(stack, redis, postgres, rng, time.monotonic())
+        for round_ in range(rounds):  # each round: the workload again, and every kind of fault once, in random order
+            stack.submit(requester, round_=round_)
+            if prober is None:
+                big_job = next(job_id for job_id, kind in stack.jobs.items() if kind == "big")
+                prober = Prober(stack.web.url, ["/healthz", f"/api/jobs/{big_job}/"], token=token)
+                prober.start()
+            first_at = rng.randint(100, 300)
+            _wait(lambda first_at=first_at: stack.big_hits() >= first_at, limit=240)
+            for kind in rng.sample(KINDS, len(KINDS)):
+                chaos.inject(kind)
+                time.sleep(rng.uniform(1.0, 3.0))
         finished = _wait(_all_final, limit=FINISH_LIMIT)
-        _wait(lambda: _batch_done(stack.batch_id) and stack.receiver.events("batch.completed"), limit=180)
+        _wait(lambda: all(_batch_done(pk) for pk in stack.batch_ids) and _completed(stack), limit=180)
         time.sleep(5)  # a duplicate `batch.completed` would arrive now
         prober.stop()
         alive = stack.alive()
@@ -110,6 +110,10 @@ def _all_final() -> bool:
     return not CrawlJob.objects.exclude(status__in=FINAL).exists()
 
 
+def _completed(stack) -> bool:
+    return len(stack.receiver.events("batch.completed")) >= len(stack.batch_ids)
+
+
 def _batch_done(batch_id) -> bool:
     from crawls.models import Batch
 
@@ -146,13 +150,17 @@ def outcome(stack) -> dict:
     keys = ("tenant", "scraper", "fingerprint")
     dupes = Item.objects.values(*keys).annotate(rows=Count("id")).filter(rows__gt=1).count()
     dupes += Item.objects.values("tenant", "scraper", "url").annotate(rows=Count("id")).filter(rows__gt=1).count()
-    batch = Batch.objects.get(pk=stack.batch_id)
-    completed = stack.receiver.events("batch.completed")
+    completed = Counter(event.json["data"]["id"] for event in stack.receiver.events("batch.completed"))
+    batches = [
+        {"status": batch.status, "finished": bool(batch.finished_at), "completed_events": completed[str(batch.pk)]}
+        for batch in Batch.objects.filter(pk__in=stack.batch_ids)
+    ]
     return {
         "jobs": jobs,
         "twice": dict(twice),
         "duplicate_items": dupes,
-        "batch": {"status": batch.status, "finished": bool(batch.finished_at), "completed_events": len(completed)},
+        "batches": batches,
+        "stray_events": sum(completed.values()) - sum(batch["completed_events"] for batch in batches),
     }
 
 

@@ -86,7 +86,8 @@ class Stack:
         self.crawler = LogReadyWorker(queues="crawls", concurrency=3, env=CHAOS_ENV, log_dir=root)
         self.beat = Beat(log_dir=root, env=CHAOS_ENV)
         self.jobs: dict[str, str] = {}  # job id → workload kind (sources' jobs are found by their source)
-        self.batch_id = None
+        self.batch_ids: list = []
+        self.big: LocalSite | None = None  # the latest round's wide site
 
     def site(self, kind: str, name: str, writer) -> LocalSite:
         folder = self.root / "sites" / name
@@ -102,33 +103,37 @@ class Stack:
         self.crawler.start()
         self.beat.start()
 
-    def submit(self, requester) -> None:
+    def submit(self, requester, *, round_: int = 0) -> None:
+        """One round of the workload, on sites of its own (a soak submits one per round of faults)."""
         from crawls.services import batches
         from crawls.services.jobs import job_create
         from sources.services.sources import source_create
 
-        big = self.site("big", "big", lambda root: write_wide_site(root, lists=40, per_list=49))
+        big = self.big = self.site("big", f"big-{round_}", lambda root: write_wide_site(root, lists=40, per_list=49))
         job = job_create(url=f"{big.url}/index.html", requester=requester, options={"maxdepth": 2})
         self.jobs[str(job.pk)] = "big"
-        wide = self.site("parallel", "parallel", lambda root: write_wide_site(root, lists=10, per_list=30))
+        wide = self.site("parallel", f"parallel-{round_}", lambda root: write_wide_site(root, lists=10, per_list=30))
         job = job_create(url=f"{wide.url}/index.html", requester=requester, options={"maxdepth": 2}, parallelism=2)
         self.jobs[str(job.pk)] = "parallel"
         specs = []
         for n in range(BATCH_JOBS):
-            shop = self.site("batch", f"batch-{n}", lambda root: write_catalogue(root, products=12, per_page=5))
+            shop = self.site(
+                "batch", f"batch-{round_}-{n}", lambda root: write_catalogue(root, products=12, per_page=5)
+            )
             specs.append({"url": f"{shop.url}/index.html", "options": {"maxdepth": 6}})
         batch = batches.batch_create(requester=requester, jobs=specs, callback_url=self.receiver.url)
-        self.batch_id = batch.pk
+        self.batch_ids.append(batch.pk)
         now = timezone.now()
         for n in range(SOURCES):  # due now and over the next 30 s: beat dispatches them while faults happen
-            page = self.site("source", f"source-{n}", _one_page)
+            page = self.site("source", f"source-{round_}-{n}", _one_page)
             source_create(url=f"{page.url}/index.html", next_sync_at=now + timedelta(seconds=10 * n))
 
     def total_hits(self) -> int:
         return sum(sum(site.hits.values()) for _, site in self.sites.values())
 
     def big_hits(self) -> int:
-        return sum(sum(site.hits.values()) for kind, site in self.sites.values() if kind == "big")
+        """Requests the latest round's wide crawl has made."""
+        return sum(self.big.hits.values())
 
     def alive(self) -> dict[str, bool]:
         return {

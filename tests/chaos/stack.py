@@ -4,8 +4,8 @@ a 20-job batch with a webhook receiver, scheduled sources). Needs Django set up 
 
 Periods shrunk for the test (production in brackets): the reaper runs every 2 s (15 s) and calls a heartbeat stale
 after 20 s (30 s), re-publishes a queued job after 10 s (900 s); the batch sweeper runs every 5 s (60 s), the source
-dispatcher every 2 s (60 s); webhook retries back off from 0.4 s (minutes). Heartbeats, frontier leases and the
-infrastructure patience keep their production values.
+dispatcher every 2 s (60 s); webhook retries back off from 0.4 s (minutes); heartbeats every 1 s (5 s), the value
+the test settings export to every process. Frontier leases and the infrastructure patience keep production values.
 """
 
 from __future__ import annotations

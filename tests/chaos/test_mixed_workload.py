@@ -8,6 +8,11 @@ the scenario runs in a process of its own (tests/chaos/mixed_driver.py; the shru
 By default each fault strikes once; TRAWL_CHAOS_SOAK=1 runs three rounds, each submitting the workload again and
 striking every fault once more (TRAWL_CHAOS_SEED picks the seed).
 
+Known, open: the soak has twice (seeds 30 and 7, 2 of 4 soaks) ended a wide crawl `succeeded` 10-117 pages short of
+its site, after a sequence of a pool-process SIGKILL, a Redis restart from its AOF and a stale-heartbeat requeue: the
+last attempt found an empty queue and no shard holding a request, so the previous attempt's in-flight requests were
+never put back. Not seen in the default scenario; not marked xfail because it does not happen on every run.
+
 At the end: every job is final; no job succeeded without every page of its site fetched and stored as an item; no
 item is stored twice; the batch's `batch.completed` arrived once; the web, both workers and beat are running (the
 driver restarts only what it killed); every probe of the web got a 2xx or a 503. Recovery times are printed, never

@@ -12,6 +12,7 @@ import logging
 
 import redis
 from django.conf import settings
+from django.db import DatabaseError, connection
 from django_celery_beat.schedulers import DatabaseScheduler
 
 from project.lease import Lease
@@ -28,9 +29,25 @@ class LeaderScheduler(DatabaseScheduler):
         super().__init__(*args, **kwargs)
 
     def tick(self, *args, **kwargs) -> float:
-        if not self._lead():
+        try:
+            if not self._lead():
+                return min(self.max_interval, settings.TRAWL_BEAT_LEASE_SECONDS / 3)
+            return min(super().tick(*args, **kwargs), settings.TRAWL_BEAT_LEASE_SECONDS / 3)
+        except DatabaseError as exc:
+            # The schedule is read from the database on every tick, and beat's service loop exits on any exception
+            # from tick(): a PostgreSQL restart killed beat (mixed chaos test). Wait it out instead.
+            logger.warning("beat: database unavailable (%s); sending again once it answers", exc)
+            self._database_lost()
             return min(self.max_interval, settings.TRAWL_BEAT_LEASE_SECONDS / 3)
-        return min(super().tick(*args, **kwargs), settings.TRAWL_BEAT_LEASE_SECONDS / 3)
+
+    def _database_lost(self) -> None:
+        with contextlib.suppress(DatabaseError):
+            connection.close()  # the next query opens a new connection instead of reusing the broken one
+        if self._leading or self._lease is None:
+            return
+        # The lease was taken but the schedule could not be read: let go, so the next tick takes it and reads again.
+        with contextlib.suppress(redis.RedisError):
+            self._lease.release()
 
     def _lead(self) -> bool:
         """Renew the lease if we hold it, else try to take it; True while this beat leads."""

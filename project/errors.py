@@ -11,7 +11,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from project.unavailable import RETRY_AFTER_SECONDS, is_redis_outage, redis_unavailable_body
+from project.unavailable import RETRY_AFTER_SECONDS, is_outage, unavailable_body
 
 API_PREFIX = "/api/"
 NO_CREDENTIALS = (
@@ -41,9 +41,9 @@ class InfrastructureUnavailable(Exception):
 def api_exception_handler(exc, context):
     if isinstance(exc, TrawlError):
         return Response(exc.as_dict(), status=exc.status_code)
-    if is_redis_outage(exc):  # Trawl's Redis away: 503 with the reason (project/unavailable.py)
+    if is_outage(exc):  # Trawl's Redis or database away: 503 with the reason (project/unavailable.py)
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
-        return Response(redis_unavailable_body(exc), status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
+        return Response(unavailable_body(exc), status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
     if isinstance(exc, exceptions.UnsupportedMediaType):
         return Response({"detail": unsupported_media_message(context)}, status=exc.status_code)
     if isinstance(exc, exceptions.NotAuthenticated):

@@ -1,7 +1,9 @@
-"""Trawl's Redis away: endpoints that need it answer 503 with the reason, never a 500 or a dropped connection.
+"""Trawl's Redis or database away: endpoints that need it answer 503 with the reason, never a 500 or a dropped
+connection.
 
 Endpoints that need only the database (jobs, batches, items) do not touch Redis and go on answering; the job log,
-stats and the dashboard's live numbers need it. The answer says what is missing and when to ask again.
+stats and the dashboard's live numbers need it. While the database restarts nothing can be answered but `/healthz`,
+and every other endpoint says so with a 503 too. The answer says what is missing and when to ask again.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 
 import redis.exceptions
+from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.utils.html import escape
 
@@ -16,20 +19,35 @@ logger = logging.getLogger("trawl.web")
 RETRY_AFTER_SECONDS = 5
 
 
-def redis_unavailable_body(exc: Exception) -> dict[str, str]:
+def unavailable_body(exc: Exception) -> dict[str, str]:
+    dependency = unavailable_dependency(exc) or "redis"
+    name = "Redis" if dependency == "redis" else "database"
     return {
-        "detail": f"Trawl's Redis is unavailable ({type(exc).__name__}); this endpoint needs it. Try again shortly.",
-        "unavailable": "redis",
+        "detail": f"Trawl's {name} is unavailable ({type(exc).__name__}); this endpoint needs it. Try again shortly.",
+        "unavailable": dependency,
     }
 
 
-def is_redis_outage(exc: Exception) -> bool:
+def unavailable_dependency(exc: Exception) -> str | None:
+    """Which dependency `exc` says is away ("redis" or "database"), or None when it is some other error."""
     # ConnectionError and TimeoutError (and redis-py's subclasses of them): the server is away, not a bad command.
-    return isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError)
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        return "redis"
+    # Django's OperationalError is the driver's "server gone, refused, restarting, shutting down"; InterfaceError a
+    # connection already closed under us. Bad SQL is ProgrammingError or DataError, still a 500.
+    if isinstance(exc, OperationalError | InterfaceError):
+        return "database"
+    return None
+
+
+def is_outage(exc: Exception) -> bool:
+    """Trawl's Redis or its database away: answer 503, not 500."""
+    return unavailable_dependency(exc) is not None
 
 
 class RedisUnavailableMiddleware:
-    """For views outside DRF (the admin, the dashboard): the same 503 instead of Django's 500 page."""
+    """For views outside DRF (the admin, the dashboard) and for the database failing before DRF's handler runs (token
+    authentication is a query): the same 503 instead of Django's 500 page."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
@@ -38,10 +56,10 @@ class RedisUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exc):
-        if not is_redis_outage(exc):
+        if not is_outage(exc):
             return None
-        logger.warning("%s %s: Redis unavailable (%s)", request.method, request.path, exc)
-        body = redis_unavailable_body(exc)
+        logger.warning("%s %s: %s unavailable (%s)", request.method, request.path, unavailable_dependency(exc), exc)
+        body = unavailable_body(exc)
         if request.path.startswith("/api/"):
             response = JsonResponse(body, status=503)
         else:  # a person at the admin: a page, not JSON

@@ -1,5 +1,5 @@
 """Trawl's Redis away: the web keeps answering what needs only the database, and answers 503 with the reason where
-Redis is needed — never a 500 (project/unavailable.py)."""
+Redis is needed — never a 500 (project/unavailable.py). Its database away: every API endpoint answers 503 too."""
 
 from __future__ import annotations
 
@@ -50,3 +50,33 @@ def test_admin_views_that_need_redis_say_503_too(client, admin_user, redis_gone)
     assert response.status_code == 503
     assert response["Content-Type"].startswith("text/html")
     assert b"Redis is unavailable" in response.content
+
+
+@pytest.fixture
+def database_gone():
+    """The web's database connection pointed where no database answers (a file that cannot be opened, a port nobody
+    listens on): each query fails as during a restart. Restored afterwards."""
+    from django.db import connection
+
+    from tests.chaos.harness import free_port
+
+    saved = dict(connection.settings_dict)
+    connection.close()
+    if connection.vendor == "sqlite":
+        connection.settings_dict["NAME"] = "/nonexistent/trawl/db.sqlite3"
+    else:
+        connection.settings_dict["PORT"] = free_port()
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.update(saved)
+
+
+def test_while_the_database_is_away_the_api_says_503_not_500(api, database_gone):
+    for path in ("/api/jobs/", "/api/jobs/00000000-0000-0000-0000-000000000000/", "/api/batches/"):
+        response = api.get(path)
+        assert response.status_code == 503, (path, response.status_code, response.content[:300])
+        assert response.json()["unavailable"] == "database", response.json()
+        assert "database is unavailable" in response.json()["detail"]
+        assert response["Retry-After"] == "5"

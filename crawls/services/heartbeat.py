@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -42,6 +42,10 @@ class HeartbeatThread(threading.Thread):
                         return  # ended, cancelled or taken over: nothing left to keep alive
                 except DatabaseError as exc:  # a locked or restarting database: beat again next time
                     logger.warning("job %s: heartbeat not written (%s); trying again", self.job_id, exc)
+                    # On a new connection: Django never reopens a broken one outside a request, so after a database
+                    # restart every later beat failed with "the connection is closed" (mixed chaos test).
+                    with suppress(DatabaseError):
+                        connection.close()
         finally:
             connection.close()  # this thread's own connection
 

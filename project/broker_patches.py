@@ -20,10 +20,6 @@ from typing import Any
 PATCHED = "_trawl_patched"
 
 
-class BrokerConnectionGone(Exception):
-    """Marker base for the ConnectionError raised below (tests look for it)."""
-
-
 def kombu_redis_patch() -> None:
     import redis.exceptions
     from kombu.transport import redis as transport
@@ -33,7 +29,7 @@ def kombu_redis_patch() -> None:
         return
     original = channel._connparams
 
-    class ClosedWhileReconnecting(redis.exceptions.ConnectionError, BrokerConnectionGone):
+    class ClosedWhileReconnecting(redis.exceptions.ConnectionError):
         pass
 
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:

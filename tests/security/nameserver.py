@@ -23,7 +23,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from crawls.models import CrawlJob
 from tests.callbacks.harness import FAST_ENV, running_alone
 from tests.security.conftest import ATTACKER_HOST, MODES
 from tests.workers import Worker
@@ -173,16 +172,6 @@ def dns_mode_worker(mode, mode_web_settings, nameserver, django_db_setup, django
     worker = Worker(queues="crawls,control,callbacks", concurrency=1, env=env, log_dir=tmp_path)
     with running_alone(worker):
         yield worker
-
-
-def wait_final(job_id: str, worker, timeout: float = 120) -> CrawlJob:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = CrawlJob.objects.get(pk=job_id)
-        if job.status in ("succeeded", "failed", "cancelled", "dead"):
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"job {job_id} still {job.status}\n{worker.log_tail()}")
 
 
 def wait_for(predicate, worker, what: str, timeout: float = 60) -> None:

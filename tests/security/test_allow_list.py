@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from crawls.models import Batch
-from tests.security.nameserver import Listener, twin_listeners, wait_final, wait_for
+from tests.security.hostile_site import wait_final
+from tests.security.nameserver import Listener, twin_listeners, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,12 +27,12 @@ def test_the_allow_list_is_honoured_at_submission_at_fetch_and_for_callbacks(mod
         assert accepted.status_code == 201, accepted.content
         if mode == "production":
             assert_refused_at_submission(api, inside=inside, outside=outside)
-        job = wait_final(accepted.json()["id"], mode_worker)
+        job = wait_final(accepted.json()["id"], mode_worker, timeout=120)
         wait_for(lambda: ("POST", "/hook") in [(m, p) for m, p, _ in allowed.hits], mode_worker, "the delivery")
         if mode == "make_run":  # a single-user development stack: no guard, internal sites are fair game
             local = post_job(api, f"{outside}/", f"{outside}/hook")
             assert local.status_code == 201, local.content
-            assert wait_final(local.json()["id"], mode_worker).status == "succeeded"
+            assert wait_final(local.json()["id"], mode_worker, timeout=120).status == "succeeded"
             wait_for(lambda: "/hook" in private.paths(), mode_worker, "the delivery to 127.0.0.1")
 
     assert job.status == "succeeded", (job.error_class, job.error_message)

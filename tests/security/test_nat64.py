@@ -9,7 +9,8 @@ import pytest
 
 from crawls.models import CrawlJob
 from tests.security.conftest import ATTACKER_HOST
-from tests.security.nameserver import Listener, wait_final
+from tests.security.hostile_site import wait_final
+from tests.security.nameserver import Listener
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +36,7 @@ def crawl_links(api, port: int, forms: dict[str, str], worker) -> CrawlJob:
         spec = {"url": f"http://{ATTACKER_HOST}:{attacker.port}/", "options": options}
         response = api.post("/api/jobs/", spec, format="json")
         assert response.status_code == 201, response.content
-        return wait_final(response.json()["id"], worker)
+        return wait_final(response.json()["id"], worker, timeout=120)
 
 
 def test_translated_private_addresses_are_refused_at_submission_and_as_links(mode, api, builtins, mode_worker):

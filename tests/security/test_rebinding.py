@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 
 from tests.security.conftest import ATTACKER_HOST
+from tests.security.hostile_site import wait_final
 from tests.security.nameserver import (
     PRIVATE_HOST,
     Listener,
     dns_mode_worker,
     nameserver,
     twin_listeners,
-    wait_final,
     wait_for,
 )
 
@@ -35,7 +35,7 @@ def test_a_link_whose_name_rebinds_to_a_private_address_never_reaches_it(
             "/api/jobs/", {"url": f"http://{ATTACKER_HOST}:{attacker.port}/", "options": options}, format="json"
         )
         assert response.status_code == 201, response.content
-        job = wait_final(response.json()["id"], dns_mode_worker)
+        job = wait_final(response.json()["id"], dns_mode_worker, timeout=120)
 
     print(f"\n[{mode}] DNS queries for rebind.test: {nameserver.queries['rebind.test']}; private saw {private.paths()}")
     assert job.status == "succeeded", (job.error_class, job.error_message)
@@ -58,7 +58,7 @@ def test_a_webhook_whose_name_rebinds_is_delivered_to_the_checked_address_only(
         spec = {"url": f"http://{ATTACKER_HOST}:{site.port}/", "callback_url": f"http://hook.test:{private.port}/hook"}
         response = api.post("/api/jobs/", spec, format="json")
         assert response.status_code == 201, response.content
-        job = wait_final(response.json()["id"], dns_mode_worker)
+        job = wait_final(response.json()["id"], dns_mode_worker, timeout=120)
         wait_for(lambda: allowed.hits, dns_mode_worker, "the webhook's delivery")
 
     print(f"\n[{mode}] DNS queries for hook.test: {nameserver.queries['hook.test']}; private saw {private.paths()}")

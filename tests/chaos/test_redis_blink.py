@@ -17,6 +17,7 @@ from django.conf import settings
 
 from project.redis_server import redis_start_if_absent
 from tests.callbacks.harness import Beat
+from tests.chaos.harness import write_wide_site
 from tests.e2e.test_faults import Cluster, PrivateRedis, PrivateWorker, reaper_every
 from tests.sites import LocalSite
 
@@ -25,22 +26,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.m
 LISTS, PER_LIST = 40, 49  # the index, 40 list pages, 1,960 products: 2,001 pages, two links deep
 
 
-def write_wide_site(root) -> None:
-    root.mkdir(parents=True)
-    lists = "".join(f'<a href="/list-{n}.html">list {n}</a>' for n in range(1, LISTS + 1))
-    (root / "index.html").write_text(f"<html><title>Shop</title><body>{lists}</body></html>")
-    for n in range(1, LISTS + 1):
-        numbers = range((n - 1) * PER_LIST + 1, n * PER_LIST + 1)
-        links = "".join(f'<a href="/product-{p}.html">product {p}</a>' for p in numbers)
-        (root / f"list-{n}.html").write_text(f"<html><title>List {n}</title><body>{links}</body></html>")
-        for p in numbers:
-            (root / f"product-{p}.html").write_text(f"<html><title>Product {p}</title><h1>Product {p}</h1></html>")
-
-
 @pytest.fixture
 def big_site(tmp_path):
     root = tmp_path / "site"
-    write_wide_site(root)
+    write_wide_site(root, lists=LISTS, per_list=PER_LIST)
     with LocalSite(root) as site:
         yield site
 

@@ -18,14 +18,13 @@ from crawls.scraping.outcome import classify, job_stats
 from crawls.scraping.packaged import package_run
 from crawls.scraping.runner import run_spider
 from crawls.scraping.settings import scrapy_settings_for
-from crawls.services.ending import job_end
 from crawls.services.heartbeat import heartbeat_kept
-from crawls.services.jobs import job_claim_fair, job_requeue_infrastructure
-from crawls.services.shards import Shard, shard_join
+from crawls.services.jobs import job_claim_fair
+from crawls.services.lifecycle import job_end, job_requeue, shard_join
+from crawls.services.shards import Shard
 from crawls.services.tracker import DATABASE_UNAVAILABLE, JobTracker
 from crawls.shutdown import crawling
 from crawls.timeouts import job_timeout
-from ops.alerts import job_alert_notify
 from ops.logcapture import job_log_capture, job_log_flush, job_log_level
 from ops.monitoring import job_monitors, job_outcome_monitored
 from project.errors import InfrastructureUnavailable, TrawlError
@@ -60,7 +59,8 @@ def job_execute(
         except INFRASTRUCTURE_ERRORS as exc:
             # Trawl's own Redis or database failed: requeue, never blame the site (no error class, no backoff).
             logger.warning("job %s: Trawl's infrastructure failed", job.pk, exc_info=True)
-            return _result(job_requeue_infrastructure(job=job, reason=f"{type(exc).__name__}: {exc}") or job)
+            reason = f"Trawl's infrastructure failed ({type(exc).__name__}: {exc})"
+            return _result(job_requeue(job=job, reason=reason, counts_attempt=False) or job)
 
 
 def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dict[str, Any]:
@@ -143,10 +143,10 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
     verdict = job_outcome_monitored(
         job=job, verdict=verdict, stats=stats, scrapy_stats=crawl.stats, monitors=scrapy_settings["TRAWL_MONITORS"]
     )
-    # job_end logs the `job finish ...` line (ops.services), for every way a job ends.
-    finished = job_end(job=job, error_class=verdict.error_class, message=verdict.message, stats=stats)
-    if finished is not None:
-        job_alert_notify(job=finished)
+    # job_end's follow-ups log the `job finish ...` line and send the alerts, for every way a job ends.
+    finished = job_end(
+        job=job, error_class=verdict.error_class, message=verdict.message, stats=stats, alerts=verdict.alerts
+    )
     return _result(finished or job)
 
 

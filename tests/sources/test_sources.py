@@ -18,7 +18,7 @@ from crawls.publish import RUN_CRAWL
 from crawls.scraping.discovery import discovered
 from crawls.scraping.retry_after import RETRY_AFTER_STAT, RetryAfterStats
 from crawls.services import job_claim
-from crawls.services.ending import job_end
+from crawls.services.lifecycle import job_end
 from crawls.services.tracker import JobTracker
 from project.errors import TrawlError
 from project.lease import Lease

@@ -12,7 +12,7 @@ import logging
 
 from celery import chord, current_app, signature
 from celery.canvas import Signature
-from celery.result import AsyncResult
+from celery.result import AsyncResult, denied_join_result
 from django.conf import settings
 from kombu.exceptions import OperationalError
 from redis import RedisError
@@ -84,7 +84,14 @@ def publish_crawls(*, jobs: list[CrawlJob]) -> None:
     out its own connection retries."""
     timeouts: dict[int, float] = {}
     try:
-        with current_app.producer_or_acquire() as producer, producer.batch(max_size=PUBLISH_BATCH_SIZE):
+        # denied_join_result: nobody waits on these results (the worker stores them for Flower and chords). Outside a
+        # worker, Celery's Redis result backend would otherwise subscribe to each message's result channel as it is
+        # sent and unsubscribe as its AsyncResult is dropped: two round trips a message (a worker skips them already).
+        with (
+            denied_join_result(),
+            current_app.producer_or_acquire() as producer,
+            producer.batch(max_size=PUBLISH_BATCH_SIZE),
+        ):
             for job in jobs:
                 try:
                     key = job.version_id or -job.scraper_id

@@ -30,6 +30,7 @@ from crawls.services.followups import jobs_followups, source_feedback
 from crawls.services.validation import JobSpecsInvalid, SpecChecker
 from ops.logcapture import job_log_flush
 from project.redis import get_redis, redis_key
+from registry.models import Scraper
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -76,7 +77,7 @@ def jobs_create_many(
     return jobs
 
 
-def _new_job(spec: dict[str, Any], scraper: Any, *, requester: Requester | None, batch: Batch | None) -> CrawlJob:
+def _new_job(spec: dict[str, Any], scraper: Scraper, *, requester: Requester | None, batch: Batch | None) -> CrawlJob:
     return CrawlJob(
         status=JobStatus.QUEUED,
         batch=batch,

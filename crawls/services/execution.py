@@ -22,7 +22,7 @@ from crawls.services.ending import job_end
 from crawls.services.heartbeat import heartbeat_kept
 from crawls.services.jobs import job_claim_fair, job_requeue_infrastructure
 from crawls.services.shards import Shard, shard_join
-from crawls.services.tracker import DATABASE_UNAVAILABLE, JobTracker
+from crawls.services.tracker import DATABASE_UNAVAILABLE, JobTracker, database_reconnect
 from crawls.shutdown import crawling
 from crawls.timeouts import job_timeout
 from ops.alerts import job_alert_notify
@@ -60,6 +60,8 @@ def job_execute(
         except INFRASTRUCTURE_ERRORS as exc:
             # Trawl's own Redis or database failed: requeue, never blame the site (no error class, no backoff).
             logger.warning("job %s: Trawl's infrastructure failed", job.pk, exc_info=True)
+            if isinstance(exc, DATABASE_UNAVAILABLE):
+                database_reconnect()
             return _result(job_requeue_infrastructure(job=job, reason=f"{type(exc).__name__}: {exc}") or job)
 
 

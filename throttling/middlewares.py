@@ -23,7 +23,6 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 
 from project.errors import InfrastructureUnavailable
-from project.unavailable import unavailable_dependency
 from throttling.buckets import BLOCKED, GRANTED, STALE, WAIT, Decision, TokenBuckets, retry_after_seconds
 from throttling.controller import OBSERVE_SECONDS, AdaptiveController, Observed, is_error
 from throttling.crawling import (
@@ -32,6 +31,7 @@ from throttling.crawling import (
     CrawlClosing,
     DomainBlocked,
     crawl_closing,
+    dependency_away,
     egress_of,
     load_rules,
     throttle_options,
@@ -122,10 +122,7 @@ class ThrottleMiddleware:
     async def _acquire(self, host: str, egress: str) -> tuple[float, Decision]:
         """Wait until both buckets gave a token (and a slot); return the seconds spent sleeping and the grant.
 
-        Redis away (restarting, failing over), or the database while the rules are loaded from it, is waited out
-        for up to `patience` seconds, then the crawl is told that Trawl's own infrastructure failed, never that the
-        site did. A request must not fail for it: the frontier would count it done, never fetched (mixed chaos soak:
-        a wide crawl succeeded pages short after PostgreSQL restarted while the rules were being reloaded)."""
+        Redis away, or the database while the rules are reloaded, is waited out for up to `patience` seconds."""
         waited, down_since = 0.0, None
         while True:
             if waited and self.closing():
@@ -138,10 +135,9 @@ class ThrottleMiddleware:
                     return waited, decision
                 if decision.busy:
                     self.stats.inc_value("throttle/slot_waits")
-                delay = min(await self._delay(host, decision), self.max_sleep)  # may load the rules (database)
+                delay = min(await self._delay(host, decision), self.max_sleep)  # may reload the rules (database)
             except Exception as exc:
-                away = "redis" if isinstance(exc, redis.RedisError) else unavailable_dependency(exc)
-                if away is None:
+                if (away := dependency_away(exc)) is None:
                     raise
                 self.stats.inc_value(f"throttle/{away}_errors")
                 down_since = down_since or time.monotonic()

@@ -141,7 +141,13 @@ class ProxyRotationMiddleware:
             return response
         self.pool.cool(url, time.time() + self.cooldown)
         self.stats.inc_value("proxy/cooled_down")
-        await asyncio.to_thread(self.cool, url=url, seconds=self.cooldown)
+        try:
+            await asyncio.to_thread(self.cool, url=url, seconds=self.cooldown)
+        except Exception as exc:
+            if unavailable_dependency(exc) is None:
+                raise
+            # The database away: this process cools the proxy down all the same; the others will not know.
+            logger.warning("proxies: the cool-down of %s could not be shared (%s)", url, exc)
         rotations = request.meta.get("trawl_proxy_rotations", 0)
         if rotations >= self.max_rotations or len(self.pool) < 2:
             return response

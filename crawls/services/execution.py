@@ -56,7 +56,7 @@ def job_execute(
         return {"status": current, "url": url, "job_id": str(job_id), "claimed": False}
     with job_log_capture(job_id=job.pk, attempt=job.attempt, shard=shard), heartbeat_kept(job=job), crawling():
         try:
-            return _job_run(job=job, attempt=attempt, worker=worker, shard=shard)
+            return _job_run(job=job, worker=worker, shard=shard)
         except INFRASTRUCTURE_ERRORS as exc:
             # Trawl's own Redis or database failed: requeue, never blame the site (no error class, no backoff).
             logger.warning("job %s: Trawl's infrastructure failed", job.pk, exc_info=True)
@@ -65,7 +65,7 @@ def job_execute(
             return _result(job_requeue_infrastructure(job=job, reason=f"{type(exc).__name__}: {exc}") or job)
 
 
-def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dict[str, Any]:
+def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     """Everything after the claim, while the attempt's log is captured."""
     if cancel_requested(job_id=job.id):
         return _result(job_end(job=job, error_class=ErrorClass.CANCELLED, message="cancelled before it started") or job)
@@ -100,7 +100,7 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
         version.variant,
         domain or "-",
         job.priority,
-        attempt,
+        job.attempt,  # the claimed job's: with fair share, not always the message's job and attempt
         shard,
         job.parallelism,
         worker,

@@ -44,7 +44,7 @@ def crawl_closing(crawler: Crawler) -> bool:
 
 
 def dependency_away(exc: Exception) -> str | None:
-    """ "redis" or "database" when `exc` says Trawl's own Redis (any Redis error) or database is away, else None."""
+    """Which of Trawl's own dependencies `exc` says is away: "redis" (any Redis error) or "database"; else None."""
     return "redis" if isinstance(exc, redis.RedisError) else unavailable_dependency(exc)
 
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import redis
 from scrapy import Request
 
 from crawls.scraping.engine_hooks import OUTAGE_META, close_spider_soon
 from project.errors import InfrastructureUnavailable
-from project.unavailable import unavailable_dependency
+from throttling.crawling import dependency_away
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -30,9 +29,9 @@ OUTAGE_REASON = "trawl_infrastructure"  # the spider's close reason
 
 def is_outage(exception: BaseException) -> bool:
     """Trawl's own Redis or database away (or given up on): nothing the site did."""
-    if isinstance(exception, InfrastructureUnavailable | redis.RedisError):
+    if isinstance(exception, InfrastructureUnavailable):
         return True
-    return isinstance(exception, Exception) and unavailable_dependency(exception) is not None
+    return isinstance(exception, Exception) and dependency_away(exception) is not None
 
 
 class OutageGuard:

@@ -25,7 +25,7 @@ from crawls.scraping.settings import scrapy_settings_for
 from crawls.services.ingestion import ItemIngest
 from crawls.services.jobs import job_claim_fair
 from crawls.services.lifecycle import job_end, job_requeue, shard_join
-from crawls.services.liveness import DATABASE_UNAVAILABLE, CrawlTick, heartbeat_kept
+from crawls.services.liveness import DATABASE_UNAVAILABLE, CrawlTick, database_reconnect, heartbeat_kept
 from crawls.services.shards import Shard
 from crawls.shutdown import crawling
 from crawls.timeouts import job_timeout
@@ -63,6 +63,8 @@ def job_execute(
         except INFRASTRUCTURE_ERRORS as exc:
             # Trawl's own Redis or database failed: requeue, never blame the site (no error class, no backoff).
             logger.warning("job %s: Trawl's infrastructure failed", job.pk, exc_info=True)
+            if isinstance(exc, DATABASE_UNAVAILABLE):
+                database_reconnect()
             reason = f"Trawl's infrastructure failed ({type(exc).__name__}: {exc})"
             return _result(job_requeue(job=job, reason=reason, counts_attempt=False) or job)
 

@@ -42,6 +42,15 @@ DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 FLUSH_BUDGET_SECONDS = 0.3  # per tick, so heartbeats and cancel checks still happen on time
 
 
+def database_reconnect() -> None:
+    """Drop this thread's database connection after an error, so the next query opens a new one. Django never
+    reopens a broken connection outside a request: after a PostgreSQL restart every later tick of a crawl failed with
+    "the connection is lost" until the patience ran out, and the requeue that followed failed the same way (mixed
+    chaos soak)."""
+    with suppress(*DATABASE_UNAVAILABLE):
+        connection.close()
+
+
 class CrawlTick:
     """Called every tick from the task thread; answers why the crawl must stop ("" to go on): "cancelled",
     "shutdown" (handed back to the queue), "lost" (another attempt owns the job), "infrastructure"."""
@@ -65,6 +74,7 @@ class CrawlTick:
             # Trawl's database, not the site: keep the items, let the crawl wait, try again next tick (bounded).
             self.db_down_since = self.db_down_since or time.monotonic()
             logger.warning("job %s: database error during the crawl (%s); retrying", self.job.pk, exc)
+            database_reconnect()
             if time.monotonic() - self.db_down_since >= settings.TRAWL_INFRA_PATIENCE_SECONDS:
                 return "infrastructure"
             return ""

@@ -64,8 +64,7 @@ def jobs_create_many(
     for index, error in sorted(errors.items()):
         logger.warning("job spec %s (%s) not created: %s: %s", index, specs[index].get("url"), error.field, error)
     valid = [(spec, scraper) for spec, scraper in zip(specs, scrapers, strict=True) if scraper is not None]
-    # No savepoint of its own inside a caller's transaction (a dispatch chunk, a batch): a failure here fails that.
-    with transaction.atomic(savepoint=False):
+    with transaction.atomic():
         jobs_admit(requester=requester, shards=sum(spec.get("parallelism", 1) for spec, _ in valid), jobs=len(valid))
         jobs = CrawlJob.objects.bulk_create(
             [_new_job(spec, scraper, requester=requester, batch=batch) for spec, scraper in valid],

@@ -54,6 +54,11 @@ def on_cluster(client: Any) -> bool:
     return isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster)
 
 
+def mget_across_slots(client: Any, keys: list[str]) -> list[Any]:
+    """MGET of keys that may live in different cluster slots (not atomic on a cluster: for reports, not decisions)."""
+    return client.mget_nonatomic(keys) if on_cluster(client) else client.mget(keys)
+
+
 def hash_tag(value: object) -> str:
     """`{value}`: keys whose names carry the same tag live in one Redis Cluster slot, so one script or one multi-key
     command may touch them all (a job's keys carry its id, a domain's throttle keys its registered domain)."""

@@ -1,9 +1,16 @@
 """A real Redis Cluster of three masters for tests: `redis-server` processes in cluster mode on free loopback ports,
-joined with `redis-cli --cluster create`, stopped (and their directory removed) even when the tests fail."""
+joined with `redis-cli --cluster create`, stopped even when the tests fail.
+
+`redis_cluster_url` (tests/conftest.py) starts it once per session. `on_redis_cluster` is an autouse module fixture: a
+module that imports it runs every test with Trawl's state (REDIS_URL) on the cluster — this process and the workers
+and children it starts — while the Celery broker and results stay on the session's plain Redis (a cluster cannot be
+Celery's Redis broker).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -11,7 +18,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import redis
+from django.conf import settings
 from redis.cluster import RedisCluster
 
 MASTERS = 3
@@ -75,6 +84,35 @@ def redis_cluster(directory: Path) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+def _clients_forget() -> None:
+    """Drop this process's cached Redis clients (and the scripts bound to them): the next call builds them anew."""
+    from crawls.frontier import store
+    from project.redis import get_redis
+
+    for cached in (get_redis, store.binary_redis, store._scripts):
+        cached.cache_clear()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def on_redis_cluster(redis_cluster_url: str) -> Iterator[str]:
+    saved_url = settings.REDIS_URL
+    saved_env = {name: os.environ.get(name) for name in ("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
+    os.environ["CELERY_BROKER_URL"] = os.environ.get("CELERY_BROKER_URL") or saved_url
+    os.environ["CELERY_RESULT_BACKEND"] = os.environ.get("CELERY_RESULT_BACKEND") or saved_url
+    os.environ["REDIS_URL"] = settings.REDIS_URL = redis_cluster_url
+    _clients_forget()
+    try:
+        yield redis_cluster_url
+    finally:
+        settings.REDIS_URL = saved_url
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        _clients_forget()
 
 
 def _wait_ping(port: int, timeout: float = 20.0) -> None:

@@ -8,13 +8,11 @@ import time
 from email.utils import formatdate
 
 import pytest
-import redis
-import redis.asyncio
 from django.conf import settings
 
 from crawls.services.jobs import job_create
 from project.errors import TrawlError
-from project.redis import get_redis, redis_key
+from project.redis import get_redis, redis_client, redis_key
 from tests.throttling.hammer import hammer
 from throttling.buckets import (
     BLOCKED,
@@ -183,7 +181,7 @@ def test_a_missing_script_is_loaded_again_by_an_asyncio_client():
     buckets.script.sha = "0" * 40
 
     async def take():
-        client = redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+        client = redis_client(asyncio=True)
         try:
             return await buckets.take_async(client, host="example.test", egress="a")
         finally:
@@ -326,7 +324,7 @@ def test_things_that_are_not_host_names_are_refused(value):
 def test_a_pause_is_seen_by_every_other_client(publish):
     publish(throttle_create, domain="example.com", rate=100, burst=100, ip_rate=100, ip_burst=100)
     throttle_rules_load()
-    other_client = redis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+    other_client = redis_client()
 
     throttle_buckets().pause(get_redis(), host="www.example.com", seconds=30)
     seen = [throttle_buckets().take(other_client, host="example.com", egress=egress) for egress in ("a", "b")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -74,14 +75,14 @@ class LuaScript:
         self.source = source
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
-    def run(self, client: redis.Redis, keys: list[str], args: list[Any]) -> Any:
+    def run(self, client: redis.Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
             self.sha = client.script_load(self.source)
             return client.evalsha(self.sha, len(keys), *keys, *args)
 
-    async def run_async(self, client: Any, keys: list[str], args: list[Any]) -> Any:
+    async def run_async(self, client: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:

@@ -135,17 +135,22 @@ class TokenBuckets:
         tokens: int = 1,
         holder: str = "",
         cluster: bool = False,
-    ) -> tuple[list[str], list[Any]]:
+    ) -> tuple[tuple[str, ...], list[Any]]:
+        d = self.defaults
+        args = [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause, int(d.adaptive), tokens]
+        args += [holder, self.slot_lease, d.concurrency, SLOT_POLL_MS]
+        return self._keys(host, egress, cluster), args
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - a few TokenBuckets per process, each asked for a few hosts
+    def _keys(self, host: str, egress: str, cluster: bool) -> tuple[str, ...]:
+        """The script's KEYS for a host: built once per (host, egress IP), not for every request."""
         host = host.lower().rstrip(".")
         domain = registered_domain(host)
         keys = [self.rule_key(host), self.rule_key(domain), self.loaded_key(host) if cluster else self.rules_loaded_key]
         keys += [self.bucket_key(host), self.bucket_key(host, egress)]
         keys += [self.bucket_key(domain), self.bucket_key(domain, egress)]
         keys += [self.state_key(host), self.state_key(domain), self.slots_key(host), self.slots_key(domain)]
-        d = self.defaults
-        args = [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause, int(d.adaptive), tokens]
-        args += [holder, self.slot_lease, d.concurrency, SLOT_POLL_MS]
-        return keys, args
+        return tuple(keys)
 
     def take(self, client: redis.Redis, *, host: str, egress: str, tokens: int = 1, holder: str = "") -> Decision:
         """Take `tokens` from both buckets, or as many as they hold (at least one), or none and say how long to wait.

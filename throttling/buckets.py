@@ -136,9 +136,7 @@ class TokenBuckets:
         holder: str = "",
         cluster: bool = False,
     ) -> tuple[tuple[str, ...], list[Any]]:
-        d = self.defaults
-        args = [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause, int(d.adaptive), tokens]
-        args += [holder, self.slot_lease, d.concurrency, SLOT_POLL_MS]
+        args = [mode, _as_rule(self.defaults), pause, tokens, holder, self.slot_lease, SLOT_POLL_MS]
         return self._keys(host, egress, cluster), args
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - a few TokenBuckets per process, each asked for a few hosts
@@ -182,6 +180,12 @@ class TokenBuckets:
     async def pause_async(self, client: Any, *, host: str, seconds: float) -> float:
         call = self._call(host, "-", "pause", seconds, cluster=on_cluster(client))
         return (await self.script.run_async(client, *call))[1] / 1000
+
+
+@functools.lru_cache(maxsize=64)
+def _as_rule(limits: Limits) -> str:
+    """The defaults as the script reads a rule: formatted once, not for every request."""
+    return limits.as_redis()
 
 
 def _decision(reply: list[int]) -> Decision:

@@ -318,6 +318,19 @@ def test_things_that_are_not_host_names_are_refused(value):
     assert refused.value.field == "domain"
 
 
+def test_a_rule_mirrored_without_its_newer_fields_takes_the_defaults_concurrency_and_adaptive():
+    """A rule written before `adaptive` and `concurrency` existed ("rate burst ip_rate ip_burst scale blocked")."""
+    buckets = bench_buckets(rate=1000, burst=1000, ip_rate=1000, ip_burst=1000)
+    buckets.defaults = Limits(rate=1, burst=1, ip_rate=1, ip_burst=1, concurrency=2)
+    client = get_redis()
+    client.set(buckets.rule_key("example.test"), "1000.0 1000 1000.0 1000 1.0 0")
+    client.delete(buckets.slots_key("example.test"))
+    first = buckets.take(client, host="example.test", egress="a", tokens=5, holder="old")
+    assert (first.status, first.granted, first.rule) == (GRANTED, 2, "host")  # the rule's rate, the defaults' slots
+    assert buckets.take(client, host="example.test", egress="a", holder="other").busy
+    client.delete(buckets.slots_key("example.test"))
+
+
 # --- Retry-After -------------------------------------------------------------------------------
 
 

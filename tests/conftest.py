@@ -21,6 +21,17 @@ def redis_server(tmp_path_factory):
         server.wait(10)
 
 
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory):
+    """A real 3-master Redis Cluster for the session (tests/redis_cluster.py), started on first use."""
+    from tests.redis_cluster import cluster_binaries, redis_cluster
+
+    if cluster_binaries() is None:
+        pytest.skip("redis-server and redis-cli are needed on PATH to start a Redis Cluster")
+    with redis_cluster(tmp_path_factory.mktemp("redis-cluster")) as url:
+        yield url
+
+
 @pytest.fixture
 def throttle_keys_clean():
     """Throttle rules and buckets left in Redis by one test must not slow or block the next."""

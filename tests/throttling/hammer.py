@@ -5,8 +5,7 @@ from __future__ import annotations
 import random
 import time
 
-import redis
-
+from project.redis import redis_client
 from throttling.buckets import GRANTED, Limits, TokenBuckets
 
 
@@ -17,7 +16,7 @@ def hammer(
 
     A refused process sleeps a random fraction of a short wait, so the processes interleave every which way.
     """
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     buckets = TokenBuckets(defaults=Limits(rate=1, burst=1, ip_rate=1, ip_burst=1), prefix=prefix)
     rng = random.Random()
     grants = []

@@ -58,6 +58,20 @@ class JobOptionsSerializer(StrictSerializer):
     useragent = serializers.CharField(max_length=512, required=False)
     cookie = serializers.CharField(max_length=4096, required=False)
     attrs = serializers.DictField(required=False, help_text="Copied into every item.")
+    render = serializers.BooleanField(
+        required=False, help_text="Render every page in headless Chromium before the spider reads it (or never)."
+    )
+    wait_for = serializers.CharField(
+        max_length=500,
+        required=False,
+        help_text='With `render`: a CSS selector to wait for on each page, or "networkidle".',
+    )
+    render_timeout = serializers.FloatField(
+        min_value=1,
+        max_value=settings.TRAWL_RENDER_TIMEOUT_MAX,
+        required=False,
+        help_text="With `render`: seconds a page's navigation and wait may take.",
+    )
     config = serializers.DictField(
         required=False,
         validators=[spider_config],

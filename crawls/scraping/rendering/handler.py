@@ -1,0 +1,165 @@
+"""The http/https download handler of every crawl (DOWNLOAD_HANDLERS, enforced): scrapy-playwright's handler, so a
+request it renders is rendered the way the Scrapy ecosystem does it (`meta={"playwright": True}`, page methods,
+`playwright_include_page` ...), over Trawl's CheckedHTTPDownloadHandler for every request it does not render.
+
+Which requests render is TRAWL_RENDER's (a scraper, version, source or the job's `render` option sets it):
+`never` (nothing renders, whatever a spider's meta says), `request` (those whose meta asks: scrapy-playwright's
+`playwright` or Trawl's `render`) or `always` (every request but robots.txt and those whose meta says
+`playwright: False`). A rendered request went through the downloader middlewares like any other (scheme gate,
+guard, throttle token); the page's own requests pass crawls/scraping/rendering/subrequests.py.
+
+The crawl's pages open in browser contexts of its own on the worker's shared browser (browser.py), closed with the
+crawl; pages open at once are bounded per worker process (TRAWL_RENDER_MAX_PAGES) and per crawl (scrapy-playwright's
+PLAYWRIGHT_MAX_PAGES_PER_CONTEXT, by default the crawl's CONCURRENT_REQUESTS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page, Route
+from playwright.async_api import Request as PlaywrightRequest
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotSupported
+from scrapy.http import Response
+from scrapy_playwright.handler import BrowserContextWrapper, ScrapyPlaywrightDownloadHandler
+
+from crawls.scraping.handlers import CheckedHTTPDownloadHandler
+from crawls.scraping.rendering.browser import BrowserConfig, worker_browser
+from crawls.scraping.rendering.subrequests import SubrequestRule, route_checked
+from crawls.scraping.resolver import crawl_resolver
+from crawls.scraping.schemes import SCHEMES_SETTING, allowed_schemes
+
+logger = logging.getLogger("trawl.render")
+
+RENDER_MODES = ("never", "request", "always")
+NETWORK_IDLE = "networkidle"
+
+
+class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownloadHandler):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        settings = crawler.settings
+        self.mode = settings.get("TRAWL_RENDER") or "request"
+        if self.mode not in RENDER_MODES:
+            raise NotSupported(f"TRAWL_RENDER is {self.mode!r}; one of {', '.join(RENDER_MODES)}")
+        self.wait_for = settings.get("TRAWL_RENDER_WAIT_FOR") or ""
+        # Unset (a crawl built without Trawl's settings, as some tests do): Playwright's own 30 s.
+        self.timeout_ms = settings.getfloat("TRAWL_RENDER_TIMEOUT") * 1000 or None
+        self.config.navigation_timeout_ms = self.timeout_ms
+        self.browser_config = BrowserConfig.from_settings(settings)
+        self.rule = SubrequestRule.of(
+            allowed_schemes=allowed_schemes(settings.getlist(SCHEMES_SETTING)),
+            resolver=crawl_resolver(crawler),
+            resources=settings.getlist("TRAWL_RENDER_RESOURCES"),
+            stats=crawler.stats,
+        )
+        self.stats.set_value("render/pages", 0)
+        self.stats.set_value("render/seconds", 0.0)
+        self.stats.set_value("render/subrequests_blocked", 0)
+
+    def renders(self, request: Request) -> bool:
+        if self.mode == "never":
+            return False
+        asked = request.meta.get("playwright", request.meta.get("render"))
+        if self.mode == "always":
+            return asked is not False and not request.meta.get("dont_obey_robotstxt")
+        return bool(asked)
+
+    async def download_request(self, request: Request) -> Response:
+        if not self.renders(request):
+            return await CheckedHTTPDownloadHandler.download_request(self, request)
+        request.meta["playwright"] = True
+        started = time.monotonic()
+        response = await self._download_request(request)
+        self.stats.inc_value("render/pages")
+        self.stats.inc_value("render/seconds", round(time.monotonic() - started, 3))
+        return response
+
+    async def _launch(self) -> None:
+        """Nothing to launch per crawl: the worker's browser starts with the first page rendered (browser.py)."""
+
+    async def _create_browser_context(
+        self, name: str, context_kwargs: dict | None, spider: Spider | None = None
+    ) -> BrowserContextWrapper:
+        context_kwargs = dict(context_kwargs or {})
+        if context_kwargs.pop("user_data_dir", None):
+            raise NotSupported("persistent browser contexts are not available: a crawl's contexts are its own")
+        # A service worker's requests bypass page routing; Trawl's pages never need one.
+        context_kwargs["service_workers"] = "block"
+        context = await worker_browser.context_new(self.browser_config, **context_kwargs)
+        await context.route("**", self._route_popup)  # pages the crawl did not open (window.open)
+        await context.route_web_socket("**", self._refuse_web_socket)
+        context.on("close", self._make_close_browser_context_callback(name, False, False, spider))
+        self.stats.inc_value("playwright/context_count")
+        if self.timeout_ms:
+            context.set_default_navigation_timeout(self.timeout_ms)
+        semaphore = asyncio.Semaphore(value=self.config.max_pages_per_context)
+        wrapper = BrowserContextWrapper(context=context, semaphore=semaphore, persistent=False)
+        self.context_wrappers[name] = wrapper
+        return wrapper
+
+    async def _create_page(self, request: Request, spider: Spider) -> Page:
+        slots = worker_browser.page_slots(self.browser_config)
+        await slots.acquire()
+        try:
+            page = await super()._create_page(request, spider)
+        except BaseException:
+            slots.release()
+            raise
+        released = False
+
+        def release(*_: Any) -> None:
+            nonlocal released
+            if not released:
+                released = True
+                slots.release()
+
+        page.on("close", release)
+        page.on("crash", release)
+        return page
+
+    def _make_request_handler(self, **kwargs: Any) -> Any:
+        """scrapy-playwright's route handler (Scrapy's headers, method, body), behind the sub-request rule."""
+        inner = super()._make_request_handler(**kwargs)
+
+        async def checked_handler(route: Route, request: PlaywrightRequest) -> None:
+            checked = await route_checked(route, request, self.rule)
+            if checked is not None:
+                await inner(checked, request)
+
+        return checked_handler
+
+    async def _route_popup(self, route: Route, request: PlaywrightRequest) -> None:
+        checked = await route_checked(route, request, self.rule)
+        if checked is not None:
+            await checked.continue_()
+
+    async def _refuse_web_socket(self, socket: Any) -> None:
+        self.rule.refused(socket.url, "web sockets are not opened by rendered pages")
+        await socket.close()
+
+    async def _apply_page_methods(self, page: Page, request: Request, spider: Spider) -> None:
+        await super()._apply_page_methods(page, request, spider)
+        wait_for = request.meta.get("render_wait_for", self.wait_for)
+        if not wait_for:
+            return
+        try:
+            if wait_for == NETWORK_IDLE:
+                await page.wait_for_load_state(NETWORK_IDLE, timeout=self.timeout_ms)
+            else:
+                await page.wait_for_selector(wait_for, timeout=self.timeout_ms)
+        except PlaywrightError as exc:  # a bounded wait: the page as it is then is the response
+            self.stats.inc_value("render/wait_timeouts")
+            logger.warning(
+                "%s: waited %s ms for %r; the page as it is: %s",
+                request.url,
+                self.timeout_ms,
+                wait_for,
+                exc.message.splitlines()[0],
+            )

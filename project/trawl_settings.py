@@ -264,4 +264,3 @@ TRAWL_RENDER_RESOURCES: list[str] = []
 # Per worker process, whatever the crawl: Chromium's memory is the process's.
 TRAWL_RENDER_CHROMIUM = env.CHROMIUM
 TRAWL_RENDER_MAX_PAGES = env.RENDER_MAX_PAGES  # pages open at once across the process's crawls
-TRAWL_RENDER_RECYCLE_PAGES = 1000  # pages after which new contexts go to a fresh browser

@@ -96,7 +96,7 @@ def _incremental(merged: dict[str, Any], job: CrawlJob) -> None:
 # A scraper or version may set these (docs/rendering.md); the project's values are the defaults.
 RENDER_CHOICES = ("TRAWL_RENDER", "TRAWL_RENDER_WAIT_FOR", "TRAWL_RENDER_TIMEOUT", "TRAWL_RENDER_RESOURCES")
 # The worker process's browser is shared by its crawls: only the operator sets these.
-RENDER_PROCESS = ("TRAWL_RENDER_CHROMIUM", "TRAWL_RENDER_MAX_PAGES", "TRAWL_RENDER_RECYCLE_PAGES")
+RENDER_PROCESS = ("TRAWL_RENDER_CHROMIUM", "TRAWL_RENDER_MAX_PAGES")
 
 
 def _rendering(merged: dict[str, Any], job: CrawlJob) -> None:

@@ -2,10 +2,11 @@
 crawl the process runs; each crawl renders in browser contexts of its own (crawls/scraping/rendering/handler.py), so
 cookies and storage never pass between jobs or requesters.
 
-The browser is launched through chromium_launch.py, which ties Chromium's life to Playwright's driver, whose stdin is
-the worker's pipe: a SIGKILLed worker takes its browser with it. A worker stopping normally closes it
-(`browser_close`, from worker_process_shutdown). After TRAWL_RENDER_RECYCLE_PAGES pages the browser is retired: new
-contexts go to a fresh one and the old closes with its last context, so Chromium's memory does not grow for ever.
+The browser closes with the last context open on it: a process that renders nothing (between jobs, after a cancel,
+a timeout or a stall stopped its crawl) runs no Chromium, and each stretch of rendering starts with a fresh one, so
+Chromium's memory never outlives the crawls that used it. It is launched through chromium_launch.py, which ties
+Chromium's life to Playwright's driver, whose stdin is the worker's pipe: a SIGKILLed worker takes its browser with
+it. A worker stopping normally closes it (`browser_close`, from worker_process_shutdown).
 
 Everything here runs in the worker's reactor loop (the asyncio loop crochet runs), the one Playwright binds to.
 """
@@ -44,23 +45,21 @@ class BrowserConfig:
 
     binary: str
     max_pages: int
-    recycle_pages: int
 
     @classmethod
     def from_settings(cls, settings: Any) -> BrowserConfig:
         return cls(
             binary=settings.get("TRAWL_RENDER_CHROMIUM"),
             max_pages=settings.getint("TRAWL_RENDER_MAX_PAGES"),
-            recycle_pages=settings.getint("TRAWL_RENDER_RECYCLE_PAGES"),
         )
 
 
 @dataclass
 class _Launched:
     browser: Browser
-    pages: int = 0
     contexts: set[BrowserContext] = field(default_factory=set)
-    retired: bool = False
+    opening: int = 0  # contexts being created: the browser is in use already
+    closing: bool = False
 
 
 class WorkerBrowser:
@@ -70,7 +69,7 @@ class WorkerBrowser:
         self._playwright: Playwright | None = None
         self._current: _Launched | None = None
         self._lock: asyncio.Lock | None = None
-        self._closing: set[asyncio.Future] = set()  # retired browsers closing (a reference keeps the task alive)
+        self._closing: set[asyncio.Future] = set()  # browsers being closed (a reference keeps the task alive)
         self._page_slots: asyncio.Semaphore | None = None
 
     def page_slots(self, config: BrowserConfig) -> asyncio.Semaphore:
@@ -84,11 +83,14 @@ class WorkerBrowser:
         self._lock = self._lock or asyncio.Lock()
         async with self._lock:
             launched = self._current
-            if launched is None or launched.retired or not launched.browser.is_connected():
+            if launched is None or launched.closing or not launched.browser.is_connected():
                 launched = self._current = _Launched(browser=await self._launch(config))
-        context = await launched.browser.new_context(**kwargs)
-        launched.contexts.add(context)
-        context.on("page", lambda _page: self._page_opened(launched, config))
+            launched.opening += 1
+        try:
+            context = await launched.browser.new_context(**kwargs)
+            launched.contexts.add(context)
+        finally:
+            launched.opening -= 1
         context.on("close", lambda _context: self._context_closed(launched, context))
         return context
 
@@ -106,16 +108,14 @@ class WorkerBrowser:
             handle_sighup=False,
         )
 
-    def _page_opened(self, launched: _Launched, config: BrowserConfig) -> None:
-        launched.pages += 1
-        if config.recycle_pages and launched.pages >= config.recycle_pages and not launched.retired:
-            logger.info("Chromium rendered %d pages: a fresh one serves the next contexts", launched.pages)
-            launched.retired = True
-
     def _context_closed(self, launched: _Launched, context: BrowserContext) -> None:
         launched.contexts.discard(context)
-        if launched.retired and not launched.contexts:
+        if not launched.contexts and not launched.opening and not launched.closing:
+            launched.closing = True
+            if self._current is launched:
+                self._current = None
             self._closing.add(task := asyncio.ensure_future(_close_quietly(launched.browser)))
+            logger.info("no crawl of this process renders now: Chromium closes")
             task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:

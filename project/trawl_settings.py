@@ -264,3 +264,5 @@ TRAWL_RENDER_RESOURCES: list[str] = []
 # Per worker process, whatever the crawl: Chromium's memory is the process's.
 TRAWL_RENDER_CHROMIUM = env.CHROMIUM
 TRAWL_RENDER_MAX_PAGES = env.RENDER_MAX_PAGES  # pages open at once across the process's crawls
+TRAWL_RENDER_SCREENSHOTS = 0  # screenshots of a crawl's first pages (a job's `screenshots` option asks for some)
+TRAWL_RENDER_SCREENSHOTS_MAX = 10  # per crawl, failures included: a job's screenshots stay small

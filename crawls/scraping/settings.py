@@ -94,9 +94,15 @@ def _incremental(merged: dict[str, Any], job: CrawlJob) -> None:
 
 
 # A scraper or version may set these (docs/rendering.md); the project's values are the defaults.
-RENDER_CHOICES = ("TRAWL_RENDER", "TRAWL_RENDER_WAIT_FOR", "TRAWL_RENDER_TIMEOUT", "TRAWL_RENDER_RESOURCES")
+RENDER_CHOICES = (
+    "TRAWL_RENDER",
+    "TRAWL_RENDER_WAIT_FOR",
+    "TRAWL_RENDER_TIMEOUT",
+    "TRAWL_RENDER_RESOURCES",
+    "TRAWL_RENDER_SCREENSHOTS",
+)
 # The worker process's browser is shared by its crawls: only the operator sets these.
-RENDER_PROCESS = ("TRAWL_RENDER_CHROMIUM", "TRAWL_RENDER_MAX_PAGES")
+RENDER_PROCESS = ("TRAWL_RENDER_CHROMIUM", "TRAWL_RENDER_MAX_PAGES", "TRAWL_RENDER_SCREENSHOTS_MAX")
 
 
 def _rendering(merged: dict[str, Any], job: CrawlJob) -> None:
@@ -110,6 +116,8 @@ def _rendering(merged: dict[str, Any], job: CrawlJob) -> None:
         merged["TRAWL_RENDER"] = "always" if options["render"] else "never"
     if options.get("wait_for"):
         merged["TRAWL_RENDER_WAIT_FOR"] = options["wait_for"]
+    if "screenshots" in options:
+        merged["TRAWL_RENDER_SCREENSHOTS"] = options["screenshots"]
     if options.get("render_timeout"):
         merged["TRAWL_RENDER_TIMEOUT"] = min(float(options["render_timeout"]), settings.TRAWL_RENDER_TIMEOUT_MAX)
     merged.update({name: getattr(settings, name) for name in RENDER_PROCESS})

@@ -1,12 +1,11 @@
 """Rendered crawls end to end: real `celery worker` processes, Debian's Chromium, local sites.
 
-- A listing whose product links a script inserts: the `link` scraper finds the products only with `render: true`.
 - Two requesters' rendered jobs on one worker process: a cookie one job's page set never reaches the other's pages.
 - A cancelled rendered crawl leaves no Chromium process (read from the process table).
 - A SIGKILLed pool process takes its Chromium with it, and the crawl resumes from its frontier on attempt 2.
 
-The first three share the session's crawl worker (the settings `make run` ships); the guard's side of rendering is in
-tests/security/test_render_guard.py.
+The first two share the session's crawl worker (the settings `make run` ships). A script-built listing yielding its
+products only when rendered: tests/demo/test_demo_shop_e2e.py; the guard's side: tests/security/test_render_guard.py.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import psutil
 import pytest
 from rest_framework.test import APIClient
 
-from items.models import Item
 from tests.e2e.test_frontier import (
     FAST_REAPER,
     TreeSite,
@@ -32,14 +30,6 @@ from tests.security.hostile_site import HostileSite, submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-PRODUCTS = 3
-LISTING = f"""<html><head><title>Shop</title></head><body><div id="products"></div><script>
-for (let n = 1; n <= {PRODUCTS}; n++) {{
-  const link = document.createElement("a");
-  link.className = "product"; link.href = "/product/" + n; link.textContent = "Product " + n;
-  document.getElementById("products").appendChild(link);
-}}
-</script></body></html>"""
 COOKIE_SETTER = """<html><head><title>set</title></head><body>
 <script>document.cookie = "secret=alice-7f3a; path=/";</script><a href="/show">show</a></body></html>"""
 COOKIE_SHOWER = """<html><head><title>show</title></head><body>
@@ -53,11 +43,8 @@ def cluster(django_db_setup, django_db_blocker, redis_server, tmp_path):
     yield from _cluster(tmp_path, FAST_REAPER)
 
 
-def shop_routes() -> dict:
-    routes = {"/": (200, {}, LISTING), "/set": (200, {}, COOKIE_SETTER), "/show": (200, {}, COOKIE_SHOWER)}
-    for n in range(1, PRODUCTS + 1):
-        routes[f"/product/{n}"] = (200, {}, f"<html><title>Product {n}</title><body><h1>Product {n}</h1></body></html>")
-    return routes
+def cookie_routes() -> dict:
+    return {"/set": (200, {}, COOKIE_SETTER), "/show": (200, {}, COOKIE_SHOWER)}
 
 
 def browser_processes(root_pid: int) -> list[psutil.Process]:
@@ -103,21 +90,6 @@ def watch_browser(root_pid: int, until, *, timeout: float = 60) -> list[psutil.P
     return list(seen.values())
 
 
-def test_a_script_built_listing_yields_its_products_only_when_rendered(api, builtins, job_waiter):
-    with HostileSite(shop_routes()) as shop:
-        plain = job_waiter(submit(api, url=f"{shop.url}/", options={"maxdepth": 1}))
-        rendered_id = submit(api, url=f"{shop.url}/", options={"maxdepth": 1, "render": True, "wait_for": "a.product"})
-        rendered = job_waiter(rendered_id)
-
-    assert plain.status == rendered.status == "succeeded", (plain.error_message, rendered.error_message)
-    assert plain.stats["items"] == 1 and plain.stats["render"]["pages"] == 0
-    titles = set(Item.objects.filter(url__startswith=f"{shop.url}/product/").values_list("data__title", flat=True))
-    assert titles == {f"Product {n}" for n in range(1, PRODUCTS + 1)}
-    assert rendered.stats["items"] == 1 + PRODUCTS
-    assert rendered.stats["render"]["pages"] == 1 + PRODUCTS and rendered.stats["render"]["seconds"] > 0
-    assert all(shop.hits[f"/product/{n}"] == 1 for n in range(1, PRODUCTS + 1))  # only the rendered job found them
-
-
 def test_two_requesters_rendered_jobs_on_one_worker_do_not_see_each_others_cookies(
     api, builtins, crawl_worker, job_waiter
 ):
@@ -126,7 +98,7 @@ def test_two_requesters_rendered_jobs_on_one_worker_do_not_see_each_others_cooki
     _, bob_token = token_issue(requester_name="bob")
     bob = APIClient()
     bob.credentials(HTTP_AUTHORIZATION=f"Token {bob_token}")
-    with HostileSite(shop_routes()) as site:
+    with HostileSite(cookie_routes()) as site:
         alice_job = job_waiter(submit(api, url=f"{site.url}/set", options={"maxdepth": 1, "render": True}))
         bob_job = job_waiter(submit(bob, url=f"{site.url}/show", options={"render": True}))
 
@@ -137,6 +109,30 @@ def test_two_requesters_rendered_jobs_on_one_worker_do_not_see_each_others_cooki
     }
     assert "cookies:secret=alice-7f3a" in titles["alice"]  # within a job, its page's cookie is kept
     assert titles["bob"] == {"cookies:"}
+
+
+def test_a_rendered_job_keeps_screenshots_of_its_first_page_and_of_a_failed_wait(
+    api, builtins, job_waiter, admin_client
+):
+    routes = {
+        "/": (200, {}, '<html><title>first</title><body><p id="ready">ready</p><a href="/late">late</a></body></html>'),
+        "/late": (200, {}, "<html><title>late</title><body>what it waits for never comes</body></html>"),
+    }
+    options = {"maxdepth": 1, "render": True, "wait_for": "#ready", "render_timeout": 2, "screenshots": 1}
+    with HostileSite(routes) as site:
+        job = job_waiter(submit(api, url=f"{site.url}/", options=options))
+
+    assert job.status == "succeeded", job.error_message
+    assert job.stats["render"]["wait_timeouts"] == 1 and job.stats["render"]["screenshots"] == 2
+    shots = api.get(f"/api/jobs/{job.pk}/screenshots/").json()
+    assert sorted((shot["reason"], shot["url"]) for shot in shots) == [
+        ("asked", f"{site.url}/"),
+        ("failure", f"{site.url}/late"),
+    ]
+    image = api.get(shots[0]["image_url"])
+    assert image["Content-Type"] == "image/jpeg" and image.content[:2] == b"\xff\xd8"
+    page = admin_client.get(f"/admin/crawls/crawljob/{job.pk}/change/").content.decode()
+    assert page.count('src="data:image/jpeg;base64,') == 2
 
 
 def test_a_cancelled_rendered_crawl_leaves_no_chromium_process(api, builtins, crawl_worker, job_waiter):

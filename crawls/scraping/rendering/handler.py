@@ -31,6 +31,7 @@ from scrapy_playwright.handler import BrowserContextWrapper, ScrapyPlaywrightDow
 
 from crawls.scraping.handlers import CheckedHTTPDownloadHandler
 from crawls.scraping.rendering.browser import BrowserConfig, worker_browser
+from crawls.scraping.rendering.screenshots import Screenshots
 from crawls.scraping.rendering.subrequests import SubrequestRule, route_checked
 from crawls.scraping.resolver import crawl_resolver
 from crawls.scraping.schemes import SCHEMES_SETTING, allowed_schemes
@@ -59,6 +60,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
             resources=settings.getlist("TRAWL_RENDER_RESOURCES"),
             stats=crawler.stats,
         )
+        self.screenshots = Screenshots.from_crawler(crawler)
         self.stats.set_value("render/pages", 0)
         self.stats.set_value("render/seconds", 0.0)
         self.stats.set_value("render/subrequests_blocked", 0)
@@ -144,8 +146,19 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
         self.rule.refused(socket.url, "web sockets are not opened by rendered pages")
         await socket.close()
 
+    async def _download_request_with_page(self, request: Request, page: Page, spider: Spider) -> Response:
+        try:
+            return await super()._download_request_with_page(request, page, spider)
+        except Exception:
+            await self.screenshots.of_failure(page, request.url)  # scrapy-playwright closes the page after this
+            raise
+
     async def _apply_page_methods(self, page: Page, request: Request, spider: Spider) -> None:
         await super()._apply_page_methods(page, request, spider)
+        await self._wait(page, request)
+        await self.screenshots.of_page(page, request.url)
+
+    async def _wait(self, page: Page, request: Request) -> None:
         wait_for = request.meta.get("render_wait_for", self.wait_for)
         if not wait_for:
             return
@@ -156,6 +169,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
                 await page.wait_for_selector(wait_for, timeout=self.timeout_ms)
         except PlaywrightError as exc:  # a bounded wait: the page as it is then is the response
             self.stats.inc_value("render/wait_timeouts")
+            await self.screenshots.of_failure(page, request.url)
             logger.warning(
                 "%s: waited %s ms for %r; the page as it is: %s",
                 request.url,

@@ -40,6 +40,7 @@ logger = logging.getLogger("trawl.render")
 
 RENDER_MODES = ("never", "request", "always")
 NETWORK_IDLE = "networkidle"
+SERVER_LATENCY = "render_server_latency"  # meta: seconds to the document's first byte
 
 
 class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownloadHandler):
@@ -79,6 +80,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
         request.meta["playwright"] = True
         started = time.monotonic()
         response = await self._download_request(request)
+        # The site's latency is what the adaptive throttle judges the site by, not Chromium's rendering time (which
+        # scrapy-playwright reports): a page that renders for a second must not read as a site slowing down.
+        request.meta["download_latency"] = request.meta.pop(SERVER_LATENCY, request.meta.get("download_latency"))
         self.stats.inc_value("render/pages")
         self.stats.inc_value("render/seconds", round(time.monotonic() - started, 3))
         return response
@@ -145,6 +149,14 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
     async def _refuse_web_socket(self, socket: Any) -> None:
         self.rule.refused(socket.url, "web sockets are not opened by rendered pages")
         await socket.close()
+
+    async def _get_response_and_download(self, request: Request, page: Page, spider: Spider) -> Any:
+        response, download = await super()._get_response_and_download(request, page, spider)
+        if response is not None:
+            timing = response.request.timing  # milliseconds from the request's start (-1: not known)
+            if timing.get("responseStart", -1) >= 0:
+                request.meta[SERVER_LATENCY] = timing["responseStart"] / 1000
+        return response, download
 
     async def _download_request_with_page(self, request: Request, page: Page, spider: Spider) -> Response:
         try:

@@ -43,6 +43,16 @@ NETWORK_IDLE = "networkidle"
 SERVER_LATENCY = "render_server_latency"  # meta: seconds to the document's first byte
 
 
+def render_wanted(mode: str, meta: dict[str, Any]) -> bool:
+    """Does a request with this meta render under TRAWL_RENDER `mode`? (robots.txt never renders: it is text.)"""
+    if mode == "never":
+        return False
+    asked = meta.get("playwright", meta.get("render"))
+    if mode == "always":
+        return asked is not False and not meta.get("dont_obey_robotstxt")
+    return bool(asked)
+
+
 class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownloadHandler):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
@@ -66,16 +76,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
         self.stats.set_value("render/seconds", 0.0)
         self.stats.set_value("render/subrequests_blocked", 0)
 
-    def renders(self, request: Request) -> bool:
-        if self.mode == "never":
-            return False
-        asked = request.meta.get("playwright", request.meta.get("render"))
-        if self.mode == "always":
-            return asked is not False and not request.meta.get("dont_obey_robotstxt")
-        return bool(asked)
-
     async def download_request(self, request: Request) -> Response:
-        if not self.renders(request):
+        if not render_wanted(self.mode, request.meta):
             return await CheckedHTTPDownloadHandler.download_request(self, request)
         request.meta["playwright"] = True
         started = time.monotonic()

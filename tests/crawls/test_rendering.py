@@ -30,7 +30,8 @@ def test_which_requests_render(mode, meta, renders):
 
 def rule(*, guarded: bool, allowed: tuple[str, ...] = ()) -> SubrequestRule:
     resolver = CrawlResolver(guarded=guarded, allowed=list(allowed), servers=[]) if guarded else None
-    return SubrequestRule.of(allowed_schemes=("http", "https"), resolver=resolver, resources=(), stats=None)  # a refusal counts nothing
+    # stats: a refusal itself counts nothing
+    return SubrequestRule.of(allowed_schemes=("http", "https"), resolver=resolver, resources=(), stats=None)
 
 
 def refusal(checked: SubrequestRule, url: str) -> str:

@@ -40,6 +40,7 @@ logger = logging.getLogger("trawl.render")
 
 RENDER_MODES = ("never", "request", "always")
 NETWORK_IDLE = "networkidle"
+VALIDATORS = (b"If-None-Match", b"If-Modified-Since")
 SERVER_LATENCY = "render_server_latency"  # meta: seconds to the document's first byte
 
 
@@ -79,6 +80,13 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
     async def download_request(self, request: Request) -> Response:
         if not render_wanted(self.mode, request.meta):
             return await CheckedHTTPDownloadHandler.download_request(self, request)
+        if any(name in request.headers for name in VALIDATORS):
+            # An incremental re-crawl (crawls/scraping/incremental.py) asks over HTTP first: on a 304 the stored
+            # rendered page is the response, and only a page that changed is rendered again.
+            answer = await CheckedHTTPDownloadHandler.download_request(self, request)
+            if answer.status == 304:
+                self.stats.inc_value("render/not_modified")
+                return answer
         request.meta["playwright"] = True
         started = time.monotonic()
         response = await self._download_request(request)

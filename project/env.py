@@ -110,3 +110,4 @@ STATS_METRICS_TOKEN = os.environ.get("TRAWL_STATS_METRICS_TOKEN", "")
 # Rendering: the Chromium the machine's package manager installed, and how many pages a worker process opens at once.
 CHROMIUM = os.environ.get("TRAWL_RENDER_CHROMIUM", "/usr/bin/chromium")
 RENDER_MAX_PAGES = _int("TRAWL_RENDER_MAX_PAGES", 4)
+RENDER_RECYCLE_PAGES = _int("TRAWL_RENDER_RECYCLE_PAGES", 500)

@@ -102,7 +102,12 @@ RENDER_CHOICES = (
     "TRAWL_RENDER_SCREENSHOTS",
 )
 # The worker process's browser is shared by its crawls: only the operator sets these.
-RENDER_PROCESS = ("TRAWL_RENDER_CHROMIUM", "TRAWL_RENDER_MAX_PAGES", "TRAWL_RENDER_SCREENSHOTS_MAX")
+RENDER_PROCESS = (
+    "TRAWL_RENDER_CHROMIUM",
+    "TRAWL_RENDER_MAX_PAGES",
+    "TRAWL_RENDER_RECYCLE_PAGES",
+    "TRAWL_RENDER_SCREENSHOTS_MAX",
+)
 
 
 def _rendering(merged: dict[str, Any], job: CrawlJob) -> None:

@@ -18,6 +18,7 @@ import psutil
 import pytest
 from rest_framework.test import APIClient
 
+from crawls.models import CrawlJob
 from tests.e2e.test_frontier import (
     FAST_REAPER,
     TreeSite,
@@ -47,15 +48,21 @@ def cookie_routes() -> dict:
     return {"/set": (200, {}, COOKIE_SETTER), "/show": (200, {}, COOKIE_SHOWER)}
 
 
-def browser_processes(root_pid: int) -> list[psutil.Process]:
-    """Chromium's processes (browser, zygotes, renderers, utilities) among `root_pid`'s descendants."""
+def browser_processes(root_pid: int, *, main_only: bool = False) -> list[psutil.Process]:
+    """Chromium's processes (browser, zygotes, renderers, utilities) among `root_pid`'s descendants; `main_only`: the
+    browsers themselves (their helpers run with a --type=...)."""
     found = []
-    for process in psutil.Process(root_pid).children(recursive=True):
+    try:
+        descendants = psutil.Process(root_pid).children(recursive=True)
+    except (psutil.Error, OSError):  # one of them exited while the table was read: read it again
+        return browser_processes(root_pid, main_only=main_only)
+    for process in descendants:
         try:
-            if "chromium" in " ".join(process.cmdline()):
-                found.append(process)
-        except psutil.NoSuchProcess:
+            command = " ".join(process.cmdline())
+        except (psutil.Error, OSError):
             continue
+        if "chromium" in command and not (main_only and "--type=" in command):
+            found.append(process)
     return found
 
 
@@ -133,6 +140,37 @@ def test_a_rendered_job_keeps_screenshots_of_its_first_page_and_of_a_failed_wait
     assert image["Content-Type"] == "image/jpeg" and image.content[:2] == b"\xff\xd8"
     page = admin_client.get(f"/admin/crawls/crawljob/{job.pk}/change/").content.decode()
     assert page.count('src="data:image/jpeg;base64,') == 2
+
+
+def test_a_long_rendered_crawl_moves_to_a_fresh_chromium_every_recycle_pages(
+    api, builtins, django_db_setup, django_db_blocker, redis_server, tmp_path
+):
+    """TRAWL_RENDER_RECYCLE_PAGES shrunk from 500 to 10 (the mechanism, not the default): a 40-page crawl renders on
+    at least four browsers in turn, each gone once retired, and no page is lost."""
+    from tests.callbacks.harness import running_alone
+    from tests.workers import Worker
+
+    worker = Worker(env={"TRAWL_RENDER_RECYCLE_PAGES": "10"}, log_dir=tmp_path)
+    site = TreeSite(pages=40, delay=0.05)
+    try:
+        with running_alone(worker):
+            job_id = submit(api, url=f"{site.url}/p/0", options={"maxdepth": 20, "render": True})
+            browsers: dict[int, psutil.Process] = {}
+            job = CrawlJob.objects.get(pk=job_id)
+            while job.status in ("queued", "running"):
+                browsers.update({p.pid: p for p in browser_processes(worker.process.pid, main_only=True)})
+                time.sleep(0.05)
+                job = CrawlJob.objects.get(pk=job_id)
+            wait_gone(list(browsers.values()), why="a retired Chromium outlived its crawl")
+            leftover = browser_processes(worker.process.pid)
+    finally:
+        site.server.shutdown()
+
+    assert job.status == "succeeded", f"{job.error_message}\n{worker.log_tail()}"
+    assert set(site.page_hits()) == site.all_paths() and job.stats["render"]["pages"] == 40
+    assert len(browsers) >= 4, f"Chromium browser processes seen: {sorted(browsers)}"
+    assert leftover == []
+    print(f"recycle: 40 pages rendered on {len(browsers)} browsers in turn")
 
 
 def test_a_cancelled_rendered_crawl_leaves_no_chromium_process(api, builtins, crawl_worker, job_waiter):

@@ -4,9 +4,13 @@ cookies and storage never pass between jobs or requesters.
 
 The browser closes with the last context open on it: a process that renders nothing (between jobs, after a cancel,
 a timeout or a stall stopped its crawl) runs no Chromium, and each stretch of rendering starts with a fresh one, so
-Chromium's memory never outlives the crawls that used it. It is launched through chromium_launch.py, which ties
-Chromium's life to Playwright's driver, whose stdin is the worker's pipe: a SIGKILLed worker takes its browser with
-it. A worker stopping normally closes it (`browser_close`, from worker_process_shutdown).
+Chromium's memory never outlives the crawls that used it. A browser that opened TRAWL_RENDER_RECYCLE_PAGES pages is
+retired: new contexts go to a fresh one, the crawls move their pages there (handler.py), and the old one closes with
+its last context — a long crawl's Chromium does not grow for ever either.
+
+Chromium is launched through chromium_launch.py, which ties its life to Playwright's driver, whose stdin is the
+worker's pipe: a SIGKILLed worker takes its browser with it. A worker stopping normally closes it (`browser_close`,
+from worker_process_shutdown).
 
 Everything here runs in the worker's reactor loop (the asyncio loop crochet runs), the one Playwright binds to.
 """
@@ -45,12 +49,14 @@ class BrowserConfig:
 
     binary: str
     max_pages: int
+    recycle_pages: int
 
     @classmethod
     def from_settings(cls, settings: Any) -> BrowserConfig:
         return cls(
             binary=settings.get("TRAWL_RENDER_CHROMIUM"),
             max_pages=settings.getint("TRAWL_RENDER_MAX_PAGES"),
+            recycle_pages=settings.getint("TRAWL_RENDER_RECYCLE_PAGES"),
         )
 
 
@@ -59,6 +65,8 @@ class _Launched:
     browser: Browser
     contexts: set[BrowserContext] = field(default_factory=set)
     opening: int = 0  # contexts being created: the browser is in use already
+    pages: int = 0
+    retired: bool = False  # no new context goes to it
     closing: bool = False
 
 
@@ -83,7 +91,7 @@ class WorkerBrowser:
         self._lock = self._lock or asyncio.Lock()
         async with self._lock:
             launched = self._current
-            if launched is None or launched.closing or not launched.browser.is_connected():
+            if launched is None or launched.retired or launched.closing or not launched.browser.is_connected():
                 launched = self._current = _Launched(browser=await self._launch(config))
             launched.opening += 1
         try:
@@ -92,7 +100,21 @@ class WorkerBrowser:
         finally:
             launched.opening -= 1
         context.on("close", lambda _context: self._context_closed(launched, context))
+        context.on("page", lambda _page: self._page_opened(launched, config))
         return context
+
+    def retired(self, context: BrowserContext) -> bool:
+        """Is the context's browser retired (its crawl should open its next pages in a fresh context)?"""
+        current = self._current
+        return current is None or context not in current.contexts
+
+    def _page_opened(self, launched: _Launched, config: BrowserConfig) -> None:
+        launched.pages += 1
+        if config.recycle_pages and launched.pages >= config.recycle_pages and not launched.retired:
+            logger.info("Chromium opened %d pages: the next contexts go to a fresh one", launched.pages)
+            launched.retired = True
+            if self._current is launched:
+                self._current = None
 
     async def _launch(self, config: BrowserConfig) -> Browser:
         if self._playwright is None:
@@ -115,7 +137,8 @@ class WorkerBrowser:
             if self._current is launched:
                 self._current = None
             self._closing.add(task := asyncio.ensure_future(_close_quietly(launched.browser)))
-            logger.info("no crawl of this process renders now: Chromium closes")
+            why = "retired, its last context closed" if launched.retired else "no crawl of this process renders now"
+            logger.info("Chromium closes: %s", why)
             task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:

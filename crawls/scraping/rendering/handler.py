@@ -73,6 +73,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
             stats=crawler.stats,
         )
         self.screenshots = Screenshots.from_crawler(crawler)
+        self._contexts: dict[Any, BrowserContextWrapper] = {}  # every open context of the crawl, by context
+        self._retiring: set[Any] = set()  # contexts on a retired browser, closing once their last page did
+        self._closing_contexts: dict[Any, asyncio.Future] = {}  # (referenced till done)
         self.stats.set_value("render/pages", 0)
         self.stats.set_value("render/seconds", 0.0)
         self.stats.set_value("render/subrequests_blocked", 0)
@@ -111,34 +114,74 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
         context = await worker_browser.context_new(self.browser_config, **context_kwargs)
         await context.route("**", self._route_popup)  # pages the crawl did not open (window.open)
         await context.route_web_socket("**", self._refuse_web_socket)
-        context.on("close", self._make_close_browser_context_callback(name, False, False, spider))
+        context.on("close", lambda _context: self._context_closed(name, context))
         self.stats.inc_value("playwright/context_count")
         if self.timeout_ms:
             context.set_default_navigation_timeout(self.timeout_ms)
         semaphore = asyncio.Semaphore(value=self.config.max_pages_per_context)
         wrapper = BrowserContextWrapper(context=context, semaphore=semaphore, persistent=False)
         self.context_wrappers[name] = wrapper
+        self._contexts[context] = wrapper
         return wrapper
+
+    def _context_closed(self, name: str, context: Any) -> None:
+        wrapper = self.context_wrappers.get(name)
+        if wrapper is not None and wrapper.context is context:  # not a fresh context of the same name
+            del self.context_wrappers[name]
+        self._contexts.pop(context, None)
+        self._retiring.discard(context)
+
+    def _make_close_page_callback(self, context_name: str) -> Any:
+        """Nothing: `_create_page` releases the page's place in the context it opened in (scrapy-playwright looks
+        the context up by name when the page closes, which after a recycle names the fresh one)."""
+        return lambda *_: None
+
+    def _recycle(self, request: Request) -> None:
+        """The request's context is on a retired browser: its next pages open in a fresh context (on a fresh browser)
+        and the old context closes once its last page did."""
+        name = request.meta.setdefault("playwright_context", "default")
+        wrapper = self.context_wrappers.get(name)
+        if wrapper is not None and worker_browser.retired(wrapper.context):
+            del self.context_wrappers[name]
+            self._retiring.add(wrapper.context)
+            self._close_if_idle(wrapper.context)
+
+    def _close_if_idle(self, context: Any) -> None:
+        if context in self._retiring and not context.pages:
+            self._retiring.discard(context)
+            self._closing_contexts[context] = task = asyncio.ensure_future(context.close())
+            task.add_done_callback(lambda _: self._closing_contexts.pop(context, None))
 
     async def _create_page(self, request: Request, spider: Spider) -> Page:
         slots = worker_browser.page_slots(self.browser_config)
         await slots.acquire()
         try:
+            self._recycle(request)  # once it may open a page: the browser may have been retired meanwhile
             page = await super()._create_page(request, spider)
         except BaseException:
             slots.release()
             raise
+        context = page.context
+        wrapper = self._contexts[context]
         released = False
 
-        def release(*_: Any) -> None:
+        def release(*_: Any) -> None:  # on "close" and on "crash": once
             nonlocal released
             if not released:
                 released = True
                 slots.release()
+                wrapper.semaphore.release()
+                # A moment later: the context lists the page until its close event has run.
+                asyncio.get_running_loop().call_soon(self._close_if_idle, context)
 
         page.on("close", release)
         page.on("crash", release)
         return page
+
+    async def _close(self) -> None:
+        """Every context of the crawl, recycled ones still closing included, then scrapy-playwright's own."""
+        await asyncio.gather(*(context.close() for context in list(self._contexts)), return_exceptions=True)
+        await super()._close()
 
     def _make_request_handler(self, **kwargs: Any) -> Any:
         """scrapy-playwright's route handler (Scrapy's headers, method, body), behind the sub-request rule."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_init, worker_process_init, worker_shutting_down
+from celery.signals import beat_init, worker_init, worker_process_init, worker_process_shutdown, worker_shutting_down
 
 from project.broker_patches import kombu_redis_patch
 
@@ -32,6 +32,14 @@ def start_reactor(**_kwargs) -> None:
     from crawls.scraping.runtime import ensure_reactor
 
     ensure_reactor()
+
+
+@worker_process_shutdown.connect(weak=False)
+def close_browser(**_kwargs) -> None:
+    # A pool process that rendered pages closes its Chromium as it exits (a SIGKILLed one: see rendering/browser.py).
+    from crawls.scraping.rendering.browser import browser_close
+
+    browser_close()
 
 
 @beat_init.connect(weak=False)

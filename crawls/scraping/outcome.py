@@ -68,6 +68,10 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
             for key, value in scrapy_stats.items()
             if key.startswith("incremental/")
         },
+        # Rendered crawls (docs/rendering.md): pages, seconds, subrequests_blocked, resources_skipped, wait_timeouts.
+        "render": {
+            key.removeprefix("render/"): value for key, value in scrapy_stats.items() if key.startswith("render/")
+        },
     }
 
 

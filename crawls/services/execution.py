@@ -16,11 +16,13 @@ from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.scraping.children import PackageUnavailable
 from crawls.scraping.outcome import classify, job_stats
 from crawls.scraping.packaged import package_run
+from crawls.scraping.rendering.screenshots import screenshots_drain
 from crawls.scraping.runner import run_spider
 from crawls.scraping.settings import scrapy_settings_for
 from crawls.services.ending import job_end
 from crawls.services.heartbeat import heartbeat_kept
 from crawls.services.jobs import job_claim_fair, job_requeue_infrastructure
+from crawls.services.screenshots import job_screenshots_store
 from crawls.services.shards import Shard, shard_join
 from crawls.services.tracker import DATABASE_UNAVAILABLE, JobTracker, database_reconnect
 from crawls.shutdown import crawling
@@ -124,6 +126,7 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
             f"the crawl could not reach Trawl's Redis or database ({crawl.stopped_because})"
         )
     tracker.flush(session)
+    job_screenshots_store(job=job, taken=screenshots_drain(session.crawler))
     stats = {**job_stats(crawl.stats), **tracker.item_counts()}
     if frontier is not None:
         if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier

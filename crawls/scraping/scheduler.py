@@ -39,6 +39,7 @@ from crawls.scraping.dupefilter import FrontierDupeFilter, frontier_for
 from crawls.scraping.engine_hooks import on_request_finished, poke_engine_later, store_wanted, wake_engine
 from crawls.scraping.handoff import HANDOFF, handoff_missing, item_passed
 from crawls.scraping.lease import ShardLease
+from throttling.requeue import DELAY_META
 
 logger = logging.getLogger("trawl.frontier")
 
@@ -73,7 +74,8 @@ class FrontierScheduler(BaseScheduler):
         self.failed = False  # a commit gave up (Redis away too long, or a bug): the crawl stops, nothing more is sent
         # Requests accepted but not yet in Redis: sent together at the end of this reactor turn (one round trip
         # for all the links of a page), and always before the request that yielded them is acknowledged.
-        self.outbox: list[tuple[bytes, int, bytes | None]] = []
+        # A request sent back with a delay (DELAY_META: a page the site refused) waits in the frontier that long.
+        self.outbox: list[tuple[bytes, int, bytes | None, float]] = []
         self.items: list[bytes] = []  # items scraped, to write ahead with the requests that yielded them
         self.done: list[bytes] = []  # requests the engine is done with, to take out of flight with what they yielded
         self.flush_call: Any = None
@@ -83,6 +85,7 @@ class FrontierScheduler(BaseScheduler):
         self.lease = ShardLease(crawler, frontier)  # renewed beside the reactor; knows when the frontier is lost
         self.leave = ""  # "done" / "last" once this shard left the job
         self.poke: Any = None  # the pending call that wakes an idle engine
+        self.due_call: Any = None  # the pending call that looks for kept-back requests when the next is due
         # Fingerprints this shard knows are in the seen-set (it only grows): most links point at pages already
         # seen, and those are dropped here without a round trip to Redis.
         self.known: set[bytes] = set()
@@ -111,8 +114,9 @@ class FrontierScheduler(BaseScheduler):
         self.closing = True  # take nothing more into flight
         self._send_outbox()
         self.lease.stop()
-        if self.poke is not None and self.poke.active():
-            self.poke.cancel()
+        for call in (self.poke, self.due_call):
+            if call is not None and call.active():
+                call.cancel()
         return deferred_from_coro(self._closed())
 
     async def _closed(self) -> None:
@@ -132,6 +136,7 @@ class FrontierScheduler(BaseScheduler):
                 self.df.log(request, self.spider)
                 return False
             self.known.add(fingerprint)
+        delay = float(request.meta.pop(DELAY_META, 0) or 0)  # once: a copy of this request is not kept back again
         try:
             payload = pickle.dumps(request.to_dict(spider=self.spider), protocol=pickle.HIGHEST_PROTOCOL)
         except (ValueError, TypeError, AttributeError, pickle.PicklingError) as exc:
@@ -143,7 +148,7 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/enqueued/memory")
             self.stats.inc_value("scheduler/enqueued")
             return True
-        self.outbox.append((payload, request.priority, fingerprint))
+        self.outbox.append((payload, request.priority, fingerprint, delay))
         if len(self.kept) >= REQUESTS_KEPT_MAX:  # the oldest are the likeliest to have gone to another shard
             self.kept.popitem(last=False)
         self.kept[payload] = request
@@ -187,7 +192,7 @@ class FrontierScheduler(BaseScheduler):
         return max(0, self.max_held - len(self.held) - len(self.taken) - self.reserved - self.acking)
 
     async def _commit(
-        self, sending: list[tuple[bytes, int, bytes | None]], items: list[bytes], done: list[bytes], take: int
+        self, sending: list[tuple[bytes, int, bytes | None, float]], items: list[bytes], done: list[bytes], take: int
     ) -> None:
         try:
             if self.client is None:
@@ -214,6 +219,8 @@ class FrontierScheduler(BaseScheduler):
                     pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE)
             self.taken.extend(committed.taken)
             self.maybe_pending = committed.pending > 0
+            if committed.next_due is not None:
+                self._look_when_due(committed.next_due)
         except FrontierLost as exc:
             self.lease.lose("commit", ended=isinstance(exc, FrontierEnded))
             return
@@ -228,7 +235,7 @@ class FrontierScheduler(BaseScheduler):
             self.commits.discard(asyncio.current_task())
             self._send_outbox()  # what came while this one was under way
             wake_engine(self.crawler)  # requests taken, or a slot free
-        for (payload, _, _), was_queued in zip(sending, committed.queued, strict=True):
+        for (payload, *_), was_queued in zip(sending, committed.queued, strict=True):
             if not was_queued:
                 self.kept.pop(payload, None)  # seen by another shard first: never taken by this one
         queued = sum(committed.queued)
@@ -236,6 +243,26 @@ class FrontierScheduler(BaseScheduler):
         self.stats.inc_value("dupefilter/filtered", len(sending) - queued)
         self.stats.inc_value("scheduler/enqueued/redis", queued)
         self.stats.inc_value("scheduler/enqueued", queued)
+        delayed = sum(
+            1 for (*_, delay), was_queued in zip(sending, committed.queued, strict=True) if delay and was_queued
+        )
+        if delayed:
+            self.stats.inc_value("scheduler/enqueued/delayed", delayed)
+
+    def _look_when_due(self, seconds: float) -> None:
+        """Take the first kept-back request when it is due, not only when another request ends or the crawl idles."""
+        from twisted.internet import reactor
+
+        at = reactor.seconds() + seconds + 0.01
+        if self.due_call is not None and self.due_call.active():
+            if self.due_call.getTime() <= at:
+                return
+            self.due_call.cancel()
+        self.due_call = reactor.callLater(at - reactor.seconds(), self._due)
+
+    def _due(self) -> None:
+        self.maybe_pending = True
+        self._send_outbox()
 
     def next_request(self) -> Request | None:
         if self.local:

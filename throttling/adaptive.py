@@ -20,8 +20,8 @@ class AdaptiveConfig:
     window: float = 2.0  # seconds of responses per decision
     min_requests: int = 5  # a window closes only once it holds this many responses
     max_error_share: float = 0.05  # above this share of 5xx / 429 / timeouts: slow down
-    # Factor multiplier after an erroring window: at least this cut, deeper when most answers were errors (the share
-    # that got through is what the site took), never deeper than its square in one window.
+    # Factor multiplier after an erroring window: at least this cut, deeper when most answers were errors (to just
+    # below the share that got through: what the site took), never deeper than its square in one window.
     error_decrease: float = 0.5
     # Latency is distress only when it is both `latency_ratio` × the baseline and `latency_floor` seconds above it:
     # a site answering in milliseconds shows noise (a busy worker, a GC pause) as a large ratio of nothing.
@@ -56,11 +56,11 @@ class AdaptiveState:
     factor: float = 1.0  # effective rate = configured rate × scale × factor
     baseline: float = 0.0  # recent healthy latency, seconds (0: not known yet)
     ceiling: float = 0.0  # the factor at which the site last broke (0: none remembered)
-    calm: int = 0  # healthy windows in a row
+    calm: int = 0  # healthy windows in a row (-1: the last window cut the rate for errors)
     reason: str = ""  # why the factor is below 1, for people
 
     def as_redis(self) -> str:
-        """ "factor baseline ceiling calm reason": the bucket script reads the first field (throttling/buckets.lua)."""
+        """The text kept in Redis, "factor baseline ceiling calm reason"; buckets.lua reads the factor (first)."""
         return f"{self.factor:.6g} {self.baseline:.6g} {self.ceiling:.6g} {self.calm} {self.reason}".rstrip()
 
     @property
@@ -90,8 +90,10 @@ def adapt(state: AdaptiveState, window: Window, config: AdaptiveConfig = Adaptiv
     else, after `healthy_windows` healthy ones, a step back up (at most 1, and below where the site last broke)."""
     share = window.errors / window.requests if window.requests else 0.0
     if share > config.max_error_share:
-        cut = min(config.error_decrease, max(1.0 - share, config.error_decrease**2))
-        return _slowed(state, cut, f"slowed down: {share:.0%} errors in the last window", config)
+        if state.calm < 0:  # the window right after an error cut: its answers are mostly to the rate before the cut
+            return replace(state, calm=0)
+        cut = min(config.error_decrease, max((1.0 - share) * config.ceiling_margin, config.error_decrease**2))
+        return replace(_slowed(state, cut, f"slowed down: {share:.0%} errors in the last window", config), calm=-1)
     baseline, latency = state.baseline, window.latency
     above_floor = bool(baseline) and latency - baseline > config.latency_floor
     if above_floor and latency > baseline * config.latency_ratio:

@@ -44,8 +44,16 @@ def test_errors_cut_the_rate_at_least_in_half_and_say_why():
 
 
 def test_mostly_refused_windows_cut_to_what_got_through_but_never_below_a_quarter_at_once():
-    assert adapt(AdaptiveState(), Window(requests=20, errors=14, latency=0.05)).factor == pytest.approx(0.3)
+    through = 0.3 * CONFIG.ceiling_margin  # just below the 30% that got through
+    assert adapt(AdaptiveState(), Window(requests=20, errors=14, latency=0.05)).factor == pytest.approx(through)
     assert adapt(AdaptiveState(), Window(requests=20, errors=20, latency=0.0)).factor == pytest.approx(0.25)
+
+
+def test_the_window_right_after_an_error_cut_is_not_cut_again_for_the_old_rates_answers():
+    cut = adapt(AdaptiveState(), Window(requests=20, errors=10, latency=0.05))
+    held = adapt(cut, Window(requests=20, errors=8, latency=0.05))
+    assert held.factor == cut.factor, "those errors answered requests sent before the cut"
+    assert adapt(held, Window(requests=20, errors=8, latency=0.05)).factor < cut.factor, "the next one counts"
 
 
 def test_latency_well_above_the_baseline_slows_down_before_it_doubles():
@@ -103,7 +111,7 @@ def test_recovery_is_slow_and_stops_at_the_configured_rate():
 
 def test_probing_stops_below_the_rate_at_which_the_site_last_broke_until_it_stays_healthy_there():
     broken = adapt(AdaptiveState(factor=0.4, baseline=0.05), Window(requests=20, errors=10, latency=0.05))
-    assert broken.factor == pytest.approx(0.2) and broken.ceiling == pytest.approx(0.4)
+    assert broken.factor == pytest.approx(0.4 * 0.5 * CONFIG.ceiling_margin) and broken.ceiling == pytest.approx(0.4)
 
     state, factors = broken, []
     for _ in range(CONFIG.ceiling_hold - 1):
@@ -169,7 +177,7 @@ def test_one_caller_closes_each_window_with_every_workers_responses():
 
     closed = [state for state in answers if state is not None]
     assert len(closed) == 2, "a window closes at its 5th response, then starts again"
-    assert closed[0].factor == pytest.approx(0.4), "3 errors of 5: down to the 40% that got through"
+    assert closed[0].factor == pytest.approx(0.4 * CONFIG.ceiling_margin), "3 errors of 5: below the 40% that came"
     assert AdaptiveState.from_redis(client.get(buckets.state_key("example.test"))) == closed[-1]
 
 
@@ -236,7 +244,7 @@ def test_the_middleware_feeds_responses_and_timeouts_of_every_request():
     asyncio.run(run())
 
     state = AdaptiveState.from_redis(get_redis().get(buckets.state_key("example.test")))
-    assert state.factor == pytest.approx(0.5), "2 errors (a 503 and a timeout) of 4 responses"
+    assert state.factor == pytest.approx(0.5 * CONFIG.ceiling_margin), "2 errors (a 503 and a timeout) of 4 responses"
     assert crawler.stats.get_value("throttle/adaptive_decisions") == 1
 
 

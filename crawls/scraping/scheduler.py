@@ -23,12 +23,9 @@ import asyncio
 import json
 import logging
 import pickle
-import time
 from collections import OrderedDict, deque
 from typing import Any
 
-import redis
-from django.conf import settings as django_settings
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import DontCloseSpider
@@ -39,6 +36,7 @@ from crawls.scraping.dupefilter import FrontierDupeFilter, frontier_for
 from crawls.scraping.engine_hooks import on_request_finished, poke_engine_later, store_wanted, wake_engine
 from crawls.scraping.handoff import HANDOFF, handoff_missing, item_passed
 from crawls.scraping.lease import ShardLease
+from crawls.scraping.patient import commit_patiently
 from throttling.requeue import DELAY_META
 
 logger = logging.getLogger("trawl.frontier")
@@ -48,7 +46,6 @@ IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (S
 # taking one costs no unpickling: as Scrapy's memory queue does, it gets back the object it queued. Beyond this many
 # (the oldest go first), or when another shard or attempt takes them, they are rebuilt from Redis.
 REQUESTS_KEPT_MAX = 10_000
-COMMIT_RETRY_MAX_PAUSE = 2.0  # seconds between tries of a commit while Redis is away (TRAWL_INFRA_PATIENCE_SECONDS)
 # Names other modules import from here: the DUPEFILTER_CLASS setting names this module, the runner and the child wake
 # the engine and listen for store_wanted.
 __all__ = ("FrontierDupeFilter", "FrontierScheduler", "frontier_for", "store_wanted", "wake_engine")
@@ -149,6 +146,8 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/enqueued")
             return True
         self.outbox.append((payload, request.priority, fingerprint, delay))
+        if delay:
+            self.stats.inc_value("scheduler/enqueued/delayed")
         if len(self.kept) >= REQUESTS_KEPT_MAX:  # the oldest are the likeliest to have gone to another shard
             self.kept.popitem(last=False)
         self.kept[payload] = request
@@ -197,26 +196,11 @@ class FrontierScheduler(BaseScheduler):
         try:
             if self.client is None:
                 self.client = async_binary_redis()
-            # Redis away is waited out as everywhere in a crawl: for TRAWL_INFRA_PATIENCE_SECONDS (the crawl goes on
-            # meanwhile, this request still held).
-            give_up, pause = time.monotonic() + django_settings.TRAWL_INFRA_PATIENCE_SECONDS, 0.2
-            while True:
-                try:
-                    committed = await self.frontier.commit_async(
-                        self.client, requests=sending, items=items, done=done, take=take
-                    )
-                    break
-                except redis.RedisError as exc:
-                    if time.monotonic() >= give_up:
-                        # The job is requeued as an infrastructure fault (crawls.services.execution) and resumes from
-                        # the frontier, where the request that found these is still in flight: nothing is lost.
-                        logger.error("frontier: Redis unreachable (%s); stopping the crawl", exc)
-                        self.stats.inc_value("trawl/infrastructure_errors")
-                        self.failed = True
-                        return
-                    logger.warning("frontier: Redis unreachable (%s); trying again in %.1f s", exc, pause)
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE)
+            batch = {"requests": sending, "items": items, "done": done, "take": take}
+            committed = await commit_patiently(self.frontier, self.client, stats=self.stats, **batch)
+            if committed is None:
+                self.failed = True
+                return
             self.taken.extend(committed.taken)
             self.maybe_pending = committed.pending > 0
             if committed.next_due is not None:
@@ -243,22 +227,15 @@ class FrontierScheduler(BaseScheduler):
         self.stats.inc_value("dupefilter/filtered", len(sending) - queued)
         self.stats.inc_value("scheduler/enqueued/redis", queued)
         self.stats.inc_value("scheduler/enqueued", queued)
-        delayed = sum(
-            1 for (*_, delay), was_queued in zip(sending, committed.queued, strict=True) if delay and was_queued
-        )
-        if delayed:
-            self.stats.inc_value("scheduler/enqueued/delayed", delayed)
 
     def _look_when_due(self, seconds: float) -> None:
-        """Take the first kept-back request when it is due, not only when another request ends or the crawl idles."""
+        """Take the first kept-back request when it is due, not only when another request ends or the crawl idles
+        (every commit says when the earliest of the whole frontier is due)."""
         from twisted.internet import reactor
 
-        at = reactor.seconds() + seconds + 0.01
         if self.due_call is not None and self.due_call.active():
-            if self.due_call.getTime() <= at:
-                return
             self.due_call.cancel()
-        self.due_call = reactor.callLater(at - reactor.seconds(), self._due)
+        self.due_call = reactor.callLater(seconds + 0.01, self._due)
 
     def _due(self) -> None:
         self.maybe_pending = True

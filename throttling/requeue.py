@@ -35,9 +35,9 @@ REQUEUES_META = "trawl_requeues"  # how many times this page was sent back for p
 
 
 class PoliteRequeueMiddleware:
-    """Sends refused requests back to the frontier with the controller's delay; stats `throttle/requeued`,
-    `throttle/requeues_exhausted` (pages left to Scrapy's retries after every re-queue), `throttle/requeue_errors`.
-    `meta["dont_retry"]` or `meta["dont_throttle"]` leave a request alone."""
+    """Sends refused requests back to the frontier with the controller's delay. Stats: `throttle/requeued` (of which
+    `throttle/requeued_429`), `throttle/requeues_exhausted` (pages left to Scrapy's retries after every re-queue),
+    `throttle/requeue_errors`. `meta["dont_retry"]` or `meta["dont_throttle"]` leave a request alone."""
 
     def __init__(self, *, controller: AdaptiveController, redis_url: str, stats: StatsCollector) -> None:
         self.controller = controller
@@ -89,6 +89,8 @@ class PoliteRequeueMiddleware:
         again.meta[REQUEUES_META] = requeues
         again.meta[DELAY_META] = delay
         self.stats.inc_value("throttle/requeued")
+        if why == "429":  # answered later: not a block (the job's outcome, crawls/scraping/outcome.py)
+            self.stats.inc_value("throttle/requeued_429")
         logger.debug("throttle: %s answered %s; %s back to the frontier for %.1fs", host, why, request.url, delay)
         return again
 

@@ -60,9 +60,10 @@ def test_a_503_sends_the_page_back_to_the_frontier_for_a_window():
 
 
 def test_the_sites_retry_after_and_each_requeue_lengthen_the_wait():
-    mw, _ = middleware()
+    mw, crawler = middleware()
     refused = Response(URL, status=429, headers={"Retry-After": "20"})
     assert answer(mw, Request(URL), refused).meta[DELAY_META] == 20
+    assert crawler.stats.get_value("throttle/requeued_429") == 1, "answered later: the outcome does not count it"
     third = answer(mw, Request(URL, meta={REQUEUES_META: 2}), Response(URL, status=503))
     assert third.meta[DELAY_META] == 4 * CONFIG.window
 

@@ -99,8 +99,11 @@ def adapt(state: AdaptiveState, window: Window, config: AdaptiveConfig = Adaptiv
     if above_floor and latency > baseline * config.latency_ratio:
         reason = f"slowed down: latency {latency:.2f}s above {config.latency_ratio:g}× baseline {baseline:.2f}s"
         return _slowed(state, config.latency_decrease, reason, config)
-    baseline = _follow(baseline, latency, config.baseline_follow)
-    if above_floor and latency > state.baseline * config.latency_hold_ratio:
+    # A rising latency moves the baseline a quarter as fast: a site that slows a little every window must not drag
+    # its baseline along and never look slow against it.
+    rising = bool(baseline) and latency > baseline * config.latency_hold_ratio
+    baseline = _follow(baseline, latency, config.baseline_follow / (4 if rising else 1))
+    if rising and above_floor:
         reason = f"recovering, held: latency rising ({latency:.2f}s, baseline {state.baseline:.2f}s)"
         return replace(state, baseline=baseline, calm=0, reason=reason if state.factor < 1 else "")
     return _probed(replace(state, baseline=baseline, calm=state.calm + 1), config)

@@ -54,13 +54,21 @@ def refused_share(site: LoadedSite, *, after: float) -> tuple[int, int]:
     return sum(1 for _, status, *_ in log if status == 503), len(log)
 
 
+def first_slowdown(api, jobs) -> tuple[float, str]:
+    """When the controller first lowered the rate (the end of its first window that needed it), from the jobs' logs."""
+    lines = [line for job in jobs for line in api.get(f"/api/jobs/{job.pk}/log/").content.decode().splitlines()]
+    slowed = sorted(line for line in lines if "of its rate: slowed down" in line)  # ISO times sort as text
+    assert slowed, "the controller never slowed down:\n" + "\n".join(lines[-30:])
+    return datetime.fromisoformat(slowed[0].split()[0]).timestamp(), slowed[0]
+
+
 def test_adaptive_on_fetches_every_page_with_few_503s(api, builtins, localhost_rule, two_workers):  # noqa: F811
     localhost_rule(rate=RATE, burst=1, ip_rate=RATE, ip_burst=1)
     with LoadedSite(leaves=70, answer=degrading) as site:
         jobs = crawl_both(api, site, two_workers)
 
     first = site.log()[0][0]
-    refused, requests = refused_share(site, after=first + DEFAULTS.window)
+    refused, requests = refused_share(site, after=first_slowdown(api, jobs)[0])
     requeued = sum(job.stats["throttle"].get("requeued", 0) for job in jobs)
     everything = site.log()
     print(
@@ -86,8 +94,8 @@ def test_adaptive_off_loses_pages_and_meets_503s(api, builtins, localhost_rule, 
 
 # The slowing site: BASE seconds per page at first; after WARM seconds it gets busier (other traffic, say) over RAMP
 # seconds, until each request it took in the last second adds BUSY × BASE to the next one's time. At the rule's RATE
-# that is 1 + 8 × 0.25 = 3 × BASE: left alone, the crawl would more than double its latency (in RAMP / 2 seconds).
-BASE, WARM, RAMP, BUSY, SLOW_RATE = 0.5, 3.0, 20.0, 0.25, 8.0
+# that is 1 + 8 × 0.1875 = 2.5 × BASE: left alone, the crawl would more than double its latency (in 2/3 of RAMP).
+BASE, WARM, RAMP, BUSY, SLOW_RATE = 0.5, 3.0, 30.0, 0.1875, 8.0
 
 
 def slowing(site: LoadedSite, path: str, now: float) -> tuple[float, int]:
@@ -102,15 +110,12 @@ def test_a_site_that_slows_down_sees_the_rate_fall_before_its_latency_doubles(
     two_workers,  # noqa: F811
 ):
     localhost_rule(rate=SLOW_RATE, burst=1, ip_rate=SLOW_RATE, ip_burst=1)
-    with LoadedSite(leaves=150, answer=slowing) as site:
+    with LoadedSite(leaves=200, answer=slowing) as site:
         job = finished(submit(api, f"{site.url}/a/0", maxdepth=1), two_workers)
 
     assert job.status == "succeeded", job.error_message
-    lines = api.get(f"/api/jobs/{job.pk}/log/").content.decode().splitlines()
-    slowed = [line for line in lines if "of its rate: slowed down" in line]
-    assert slowed, "the controller never slowed down:\n" + "\n".join(lines[-30:])
-    assert "latency" in slowed[0], f"the first slowdown should be for latency, not errors: {slowed[0]}"
-    slowed_at = datetime.fromisoformat(lines[lines.index(slowed[0])].split()[0]).timestamp()
+    slowed_at, slowed = first_slowdown(api, [job])
+    assert "latency" in slowed, f"the first slowdown should be for latency, not errors: {slowed}"
     before = site.log(until=slowed_at)
     worst = max(delay for _, _, delay, _ in before)
     print(f"slowing site: first slowdown {slowed_at - before[0][0]:.1f}s in, latency then at most {worst / BASE:.2f}×")

@@ -64,6 +64,14 @@ def test_latency_well_above_the_baseline_slows_down_before_it_doubles():
     assert state.baseline == 0.5, "a slow window must not drag the baseline up"
 
 
+def test_latency_that_creeps_up_window_by_window_is_caught_before_it_doubles():
+    state, latency = AdaptiveState(baseline=0.5), 0.5
+    while state.factor == 1.0:
+        latency += 0.025  # 5 % of where it started, every window
+        state = adapt(state, Window(requests=20, errors=0, latency=latency))
+        assert latency < 1.0, f"still at full rate with the latency at {latency:.2f}s (baseline {state.baseline:.2f}s)"
+
+
 def test_a_site_answering_in_milliseconds_is_never_slowed_by_latency_noise():
     state = AdaptiveState(baseline=0.002)
     for latency in (0.01, 0.05, 0.12, 0.004, 0.18, 0.03) * 5:

@@ -117,8 +117,17 @@ def test_a_site_that_slows_down_sees_the_rate_fall_before_its_latency_doubles(
     slowed_at, slowed = first_slowdown(api, [job])
     assert "latency" in slowed, f"the first slowdown should be for latency, not errors: {slowed}"
     before = site.log(until=slowed_at)
-    worst = max(delay for _, _, delay, _ in before)
-    print(f"slowing site: first slowdown {slowed_at - before[0][0]:.1f}s in, latency then at most {worst / BASE:.2f}×")
+    start = before[0][0]
+    # Its latency second by second (the mean of the requests that came in each): one request caught in a burst of
+    # arrivals is not the site's latency.
+    seconds = [
+        [delay for at, _, delay, _ in before if start + n <= at < start + n + 1]
+        for n in range(int(slowed_at - start) + 1)
+    ]
+    worst = max(sum(delays) / len(delays) for delays in seconds if delays)
+    print(
+        f"slowing site: first slowdown {slowed_at - start:.1f}s in, latency then at most {worst / BASE:.2f}× its start"
+    )
     assert worst < 2 * BASE, f"the site's latency reached {worst:.2f}s (×{worst / BASE:.2f}) before the rate fell"
     assert all(status == 200 for _, status, *_ in site.log())
     assert site.served(("a",)) == 1.0

@@ -54,6 +54,9 @@ TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     "throttling.proxies.ProxyRotationMiddleware": 740,
     # Last before DownloaderStats (850): the token is taken as close to the request leaving as middlewares allow.
     "throttling.middlewares.ThrottleMiddleware": 800,
+    # Just above Scrapy's RetryMiddleware (550): a page the site refused for overload goes back to the frontier with
+    # the adaptive controller's delay before Scrapy's immediate retries see it (docs/throttling.md).
+    "throttling.requeue.PoliteRequeueMiddleware": 560,
     # Source crawls revalidate what they fetched before (ETag / Last-Modified); below DownloaderStats so a job's
     # bytes are what came over the wire. Off for ad-hoc jobs and with TRAWL_INCREMENTAL: false (docs/incremental.md).
     "crawls.scraping.incremental.IncrementalCacheMiddleware": 840,

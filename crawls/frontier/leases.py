@@ -73,7 +73,18 @@ local function reclaim(base, attempt, me)
   end
   return moved
 end
-local shared = {'queue', 'seen', 'seq', 'shards', 'members', 'progress', 'orphans'}
+-- Requests kept back for a while (throttling/requeue.py) that are due go to the queue with their priority.
+local function promote(base)
+  local due = redis.call('ZRANGEBYSCORE', base .. 'delayed', '-inf', now_ms(), 'LIMIT', 0, 1000)
+  for _, member in ipairs(due) do
+    redis.call('ZADD', base .. 'queue', redis.call('HGET', base .. 'delayedscore', member) or 0, member)
+  end
+  if #due > 0 then
+    redis.call('ZREM', base .. 'delayed', unpack(due))
+    redis.call('HDEL', base .. 'delayedscore', unpack(due))
+  end
+end
+local shared = {'queue', 'seen', 'seq', 'shards', 'members', 'progress', 'orphans', 'delayed', 'delayedscore'}
 local per_shard = {'inflight:', 'wal:', 'walstored:', 'adopting:'}
 local base = string.sub(KEYS[1], 1, -6)
 local declared = {}
@@ -134,9 +145,10 @@ return moved
 """
 )
 
-# ARGV: -, attempt, me, epoch. "work" (the queue has requests), "wait" (a shard holds requests, or items not
-# stored yet, or there are orphans to store), "ended" (the job has ended), "lost" (the epoch is not this shard's),
-# else this shard leaves: "last" if no other shard is left, "done" otherwise.
+# ARGV: -, attempt, me, epoch. "work" (the queue has requests, kept-back ones now due included), "wait" (a shard
+# holds requests, or items not stored yet, or there are orphans to store, or requests kept back until later),
+# "ended" (the job has ended), "lost" (the epoch is not this shard's), else this shard leaves: "last" if no other
+# shard is left, "done" otherwise.
 FINISH = (
     LIB
     + """
@@ -145,8 +157,9 @@ if redis.call('EXISTS', base .. 'ended') == 1 then return 'ended' end
 if lost(base, ARGV[4]) then return 'lost' end
 if undeclared({me, unpack(redis.call('ZRANGE', base .. 'shards', 0, -1))}) then return -3 end
 reclaim(base, tonumber(ARGV[2]), me)
+promote(base)
 if redis.call('ZCARD', base .. 'queue') > 0 then return 'work' end
-if redis.call('LLEN', base .. 'orphans') > 0 then return 'wait' end
+if redis.call('LLEN', base .. 'orphans') > 0 or redis.call('ZCARD', base .. 'delayed') > 0 then return 'wait' end
 for _, member in ipairs(redis.call('ZRANGE', base .. 'shards', 0, -1)) do
   if redis.call('HLEN', base .. 'inflight:' .. member) > 0 or unstored(base, member) > 0
      or redis.call('LLEN', base .. 'adopting:' .. member) > 0 then

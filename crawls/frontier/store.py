@@ -18,7 +18,19 @@ from project.errors import InfrastructureUnavailable
 from project.redis import hash_tag, redis_client, redis_key
 
 FINGERPRINT_BYTES = 12
-SHARED = ("queue", "seen", "seq", "shards", "members", "progress", "orphans", "epoch", "ended")
+SHARED = (
+    "queue",
+    "seen",
+    "seq",
+    "shards",
+    "members",
+    "progress",
+    "orphans",
+    "epoch",
+    "ended",
+    "delayed",
+    "delayedscore",
+)
 PER_SHARD = ("inflight", "wal", "walstored", "adopting")
 # A script answers UNDECLARED only when a shard joined between reading the members and the call; a few more reads
 # always settle it (shards join once each).
@@ -70,11 +82,14 @@ class Committed:
     queued: list[bool]  # for each request sent: queued (True) or seen before (False)
     taken: list[bytes]  # requests taken into flight
     pending: int  # requests left in the queue
+    delayed: int = 0  # requests kept back until they are due (a site refused them)
+    next_due: float | None = None  # seconds until the first of them is due
 
     @classmethod
     def of(cls, reply: Any) -> Committed:
-        queued, taken, pending = reply
-        return cls([bool(flag) for flag in queued], list(taken), int(pending))
+        queued, taken, pending, delayed, wait_ms = reply
+        next_due = int(wait_ms) / 1000 if int(wait_ms) >= 0 else None
+        return cls([bool(flag) for flag in queued], list(taken), int(pending), int(delayed), next_due)
 
 
 class Frontier:
@@ -129,14 +144,15 @@ class Frontier:
     def commit(
         self,
         *,
-        requests: list[tuple[bytes, int, bytes | None]] = (),
+        requests: list[tuple] = (),
         items: list[bytes] = (),
         done: list[bytes] = (),
         take: int = 0,
     ) -> Committed:
-        """In one script call and in this order: queue `requests` (payload, priority, fingerprint) unless seen, write
-        `items` ahead to this shard's log, take the `done` requests out of flight, and take up to `take` of the most
-        urgent queued requests into flight. So a request leaves flight only once what it yielded is in Redis."""
+        """In one script call and in this order: queue `requests` (payload, priority, fingerprint[, seconds to keep it
+        back]) unless seen, write `items` ahead to this shard's log, take the `done` requests out of flight, move the
+        kept-back requests that are due into the queue, and take up to `take` of the most urgent queued requests into
+        flight. So a request leaves flight only once what it yielded is in Redis."""
         self._opened()
         keys, args = self._commit_call(requests=requests, items=items, done=done, take=take)
         return Committed.of(self._check(_scripts()["commit"](keys=keys, args=args)))
@@ -145,7 +161,7 @@ class Frontier:
         self,
         client: redis.asyncio.Redis,
         *,
-        requests: list[tuple[bytes, int, bytes | None]] = (),
+        requests: list[tuple] = (),
         items: list[bytes] = (),
         done: list[bytes] = (),
         take: int = 0,
@@ -159,13 +175,14 @@ class Frontier:
         return Committed.of(self._check(await self.async_commit(keys=keys, args=args)))
 
     def _commit_call(
-        self, *, requests: list[tuple[bytes, int, bytes | None]], items: list[bytes], done: list[bytes], take: int
+        self, *, requests: list[tuple], items: list[bytes], done: list[bytes], take: int
     ) -> tuple[list[str], list[Any]]:
         keys = [self.key("seen"), self.key("queue"), self.key("seq"), self.mine("wal"), self.inflight]
         keys += [self.key("members"), self.key("shards"), self.key("epoch"), self.key("ended")]
+        keys += [self.key("delayed"), self.key("delayedscore")]
         args: list[Any] = [self.ttl_ms, self.member, take, self.epoch, len(requests)]
-        for payload, priority, fingerprint in requests:
-            args += (fingerprint or b"", -int(priority), payload)
+        for payload, priority, fingerprint, *delay in requests:  # delay: seconds to keep it back (optional)
+            args += (fingerprint or b"", -int(priority), round(delay[0] * 1000) if delay else 0, payload)
         return keys, [*args, len(items), *items, *done]
 
     def push(self, payload: bytes, *, priority: int = 0, fingerprint: bytes | None = None) -> bool:

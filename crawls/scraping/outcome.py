@@ -102,6 +102,9 @@ def classify(
     refused = stats.get("refused_private", 0)
     blocks = stats.get("blocks") or {}
     blocked, responses = blocks.get("blocked", 0), blocks.get("checked", blocks.get("responses", 0))
+    # A 429 whose page the throttle sent back for later (throttling/requeue.py) was answered again: not a block.
+    polite = (stats.get("throttle") or {}).get("requeued_429", 0)
+    blocked, responses = max(0, blocked - polite), max(0, responses - polite)
     if blocked and blocked_share(responses=responses, blocked=blocked) >= block_share:
         captchas = f", {blocks['captcha']} captcha page(s)" if blocks.get("captcha") else ""
         return CrawlVerdict(ErrorClass.BLOCKED, f"the site blocked {blocked} of {responses} responses{captchas}")

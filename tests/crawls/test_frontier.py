@@ -108,6 +108,34 @@ def test_a_dead_shard_s_requests_return_when_its_lease_expires(frontier, setting
     assert [Frontier.payload(member) for member in live.pop()] == [b"held"]
 
 
+def test_a_request_sent_back_with_a_delay_waits_keeps_the_job_open_and_comes_back_with_its_priority(frontier):
+    frontier.renew()
+    frontier.push(b"page")
+    [member] = frontier.pop()
+    committed = frontier.commit(requests=[(b"page again", 7, None, 0.4)], done=[member], take=5)
+    assert committed.taken == [] and committed.delayed == 1, "kept back, not handed out at once"
+    assert 0 < committed.next_due <= 0.4
+    assert frontier.try_finish() == "wait", "a kept-back request is the job's work: the job must not end"
+    frontier.push(b"other", priority=0)
+    time.sleep(0.45)
+    assert frontier.try_finish() == "work"
+    taken = [Frontier.payload(m) for m in frontier.pop(5)]
+    assert taken == [b"page again", b"other"], "due: back in the queue, before lower priorities"
+    assert frontier.commit(take=1).delayed == 0
+
+
+def test_a_kept_back_request_survives_the_shard_that_sent_it(frontier):
+    frontier.renew()
+    frontier.push(b"page")
+    [member] = frontier.pop()
+    frontier.commit(requests=[(b"page again", 0, None, 0.2)], done=[member])
+    second = Frontier("test-job", attempt=2, shard=0)  # the worker was SIGKILLed; the job's next attempt
+    second.renew()
+    assert second.try_finish() == "wait"
+    time.sleep(0.25)
+    assert [Frontier.payload(m) for m in second.pop(5)] == [b"page again"]
+
+
 def test_shards_leave_one_by_one_and_the_last_one_knows_it(frontier):
     first, second = Frontier("test-job", attempt=1, shard=0), Frontier("test-job", attempt=1, shard=1)
     first.renew()

@@ -23,6 +23,9 @@ from project.celery import app
 HOST, PORT = "127.0.0.1", 5672
 VHOST = "trawl_rabbit_tests"
 URL = f"amqp://guest:guest@{HOST}:{PORT}/{VHOST}"
+# Each module deletes and recreates the one vhost: under pytest-xdist the modules using it run one after another, on
+# one worker (tests/parallel.py).
+ONE_VHOST = pytest.mark.xdist_group("rabbitmq-vhost")
 
 
 def _answers() -> bool:

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 
 from project.redis_server import redis_start_if_absent
-from tests.parallel import units_group, units_order
+from tests.parallel import UnitScheduling, units_order
 from tests.sites import LocalSite, write_catalogue
 from tests.workers import Worker
 
@@ -27,11 +27,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STARTED_REDIS] = redis_start_if_absent(settings.REDIS_URL, log_path=str(log))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist tags each test's id with its group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if hasattr(config, "workerinput"):  # a pytest-xdist worker; a serial run keeps the files' order
-        units_group(items)
         units_order(items)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile` (make test): whole files, the RabbitMQ ones together, slowest first (tests/parallel.py)."""
+    return UnitScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

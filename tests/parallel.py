@@ -1,9 +1,10 @@
-"""How `make test` runs the suite on several pytest-xdist workers (`-n 3 --dist loadgroup`) without cross-talk.
+"""How `make test` runs the suite on several pytest-xdist workers (`-n 3 --dist loadfile`) without cross-talk.
 
-- Each worker has a Redis database of its own (`worker_redis_url`); its test database gets pytest-django's per-worker
-  suffix; servers, sites and receivers bind port 0.
+- Each worker has a Redis database of its own (`worker_redis_url`) and with it a RabbitMQ vhost of its own
+  (tests/e2e/rabbitmq.py); its test database gets pytest-django's per-worker suffix; servers, sites and receivers
+  bind port 0.
 - A test file is one unit of work, kept whole on one worker: its module fixtures (worker processes shared by its
-  tests) start once. Files that share something machine-wide name one `xdist_group` (the RabbitMQ vhost): one unit.
+  tests) start once. Files that share something machine-wide are one unit together (`SHARED_UNITS`).
 - Units start slowest first, so the longest file does not begin last and leave the other workers idle at the end.
 """
 
@@ -13,8 +14,12 @@ import os
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from xdist.scheduler import LoadFileScheduling
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
+# Files (by path prefix) that run one after another on one worker. The RabbitMQ modules: one server for the machine,
+# whose queues they count and purge.
+SHARED_UNITS = {"tests/e2e/test_rabbitmq_": "rabbitmq"}
 
 
 def worker_redis_url() -> str:
@@ -33,24 +38,33 @@ def worker_redis_url() -> str:
     return urlunsplit(parts._replace(path=f"/{db}"))
 
 
-def units_group(items: list[pytest.Item]) -> None:
-    """Every test without an `xdist_group` joins its file's group: loadgroup then hands out whole files."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or the shared unit its file is part of."""
+    path = nodeid.split("::", 1)[0]
+    return next((unit for prefix, unit in SHARED_UNITS.items() if path.startswith(prefix)), path)
+
+
+class UnitScheduling(LoadFileScheduling):
+    """loadfile's scheduling with `unit_of` for units, handed out in collection order (`units_order`), not by how
+    many tests each holds. (pytest-xdist's own xdist_group marks cannot work on pytest 9, whose test ids it can no
+    longer rename.)"""
+
+    def __init__(self, config: pytest.Config, log=None) -> None:
+        super().__init__(config, log)
+        config.option.loadscopereorder = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of(nodeid)
 
 
 def units_order(items: list[pytest.Item]) -> None:
-    """Slowest units first (a stable sort: tests keep their order within a unit)."""
+    """Slowest units first (a stable sort: tests keep their order within a unit). Every worker collects and sorts
+    alike, as pytest-xdist requires."""
     weights: dict[str, float] = {}
     for item in items:
-        group = _group_of(item)
-        weights[group] = weights.get(group, 0) + _weight(item)
-    items.sort(key=lambda item: -weights[_group_of(item)])
-
-
-def _group_of(item: pytest.Item) -> str:
-    return str(item.get_closest_marker("xdist_group").args[0])
+        unit = unit_of(item.nodeid)
+        weights[unit] = weights.get(unit, 0) + _weight(item)
+    items.sort(key=lambda item: -weights[unit_of(item.nodeid)])
 
 
 def _weight(item: pytest.Item) -> float:

@@ -27,8 +27,6 @@ HOST, PORT = "127.0.0.1", 5672
 # worker) has its own, so two runs on one machine never empty each other's queues.
 VHOST = f"trawl_rabbit_tests_{urlsplit(settings.REDIS_URL).path.strip('/') or 0}"
 URL = f"amqp://guest:guest@{HOST}:{PORT}/{VHOST}"
-# RabbitMQ is one server for the machine: under pytest-xdist these modules run one after another, on one worker.
-RABBITMQ_GROUP = pytest.mark.xdist_group("rabbitmq")
 
 
 def _answers() -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.rabbitmq import RABBITMQ_GROUP, on_rabbitmq
+from tests.e2e.rabbitmq import on_rabbitmq
 from tests.e2e.test_batches_e2e import (
     cluster,
     receiver,
@@ -16,7 +16,7 @@ from tests.e2e.test_batches_e2e import (
     test_cancelled_batch_stops_its_running_crawls_and_completes_cancelled,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), RABBITMQ_GROUP]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 __all__ = [
     "cluster",
     "on_rabbitmq",

@@ -14,13 +14,13 @@ from crawls.models import CrawlJob
 from crawls.publish import RUN_CRAWL, broker_priority
 from project.celery import app
 from tests.callbacks.harness import running_alone
-from tests.e2e.rabbitmq import RABBITMQ_GROUP, VHOST, on_rabbitmq, purge, rabbitmqctl
+from tests.e2e.rabbitmq import VHOST, on_rabbitmq, purge, rabbitmqctl
 from tests.e2e.test_crawl_jobs import test_rest_job_succeeds_with_expected_items, test_running_job_can_be_cancelled
 from tests.e2e.test_fairshare_e2e import fast_localhost, test_a_late_requesters_jobs_start_before_a_big_backlog_drains
 from tests.ops.test_apis import metric_samples
 from tests.workers import Worker
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), RABBITMQ_GROUP]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 __all__ = [
     "fast_localhost",
     "on_rabbitmq",

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.rabbitmq import RABBITMQ_GROUP, on_rabbitmq
+from tests.e2e.rabbitmq import on_rabbitmq
 from tests.e2e.test_faults import (
     cluster,
     slow_site,
     test_a_crawl_whose_worker_process_is_killed_finishes_as_attempt_2_without_duplicate_items,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), RABBITMQ_GROUP]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 __all__ = [
     "cluster",
     "on_rabbitmq",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.rabbitmq import RABBITMQ_GROUP, on_rabbitmq
+from tests.e2e.rabbitmq import on_rabbitmq
 from tests.e2e.test_frontier import (
     cluster,
     fast_throttle,
@@ -18,7 +18,7 @@ from tests.e2e.test_frontier import (
     tree_site,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), RABBITMQ_GROUP]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 __all__ = [
     "cluster",
     "fast_throttle",

@@ -1,10 +1,10 @@
-"""The suite's pytest-xdist workers each get a Redis database of their own, and what they start inherits it."""
+"""The suite's pytest-xdist workers: a Redis database of their own, inherited by what they start; files as units."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.parallel import worker_redis_url
+from tests.parallel import unit_of, worker_redis_url
 
 
 @pytest.fixture
@@ -42,3 +42,9 @@ def test_too_few_databases_below_the_given_one_is_an_error(environ):
     environ.setenv("PYTEST_XDIST_WORKER", "gw2")
     with pytest.raises(RuntimeError, match="no Redis database for pytest-xdist worker gw2"):
         worker_redis_url()
+
+
+def test_a_file_is_one_unit_and_the_rabbitmq_files_are_one_together():
+    assert unit_of("tests/e2e/test_beats.py::test_one[a]") == unit_of("tests/e2e/test_beats.py::test_two")
+    assert unit_of("tests/e2e/test_beats.py::test_one") == "tests/e2e/test_beats.py"
+    assert unit_of("tests/e2e/test_rabbitmq_e2e.py::test_x") == unit_of("tests/e2e/test_rabbitmq_faults.py::test_y")

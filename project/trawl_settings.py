@@ -59,6 +59,9 @@ TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     "crawls.scraping.incremental.IncrementalCacheMiddleware": 840,
     # First to see each response (after the downloader), before retries and redirects: counts 403/429 and captchas.
     "crawls.scraping.blocks.BlockDetector": 880,
+    # First to see a failed download: one that failed because Trawl's own Redis or database was away stays in the
+    # job's frontier and stops the crawl, to be fetched by the next attempt (crawls/scraping/outages.py).
+    "crawls.scraping.outages.OutageGuard": 890,
 }
 # Incremental source crawls: on unless a scraper, version or source says TRAWL_INCREMENTAL: false. Stored pages and
 # sitemap lastmods live in Redis this long after their last use (seconds).

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+import redis
 from django.conf import settings as django_settings
 from scrapy import Request
 from scrapy.crawler import Crawler
@@ -13,6 +14,8 @@ from scrapy.exceptions import DownloadFailedError, DownloadTimeoutError, IgnoreR
 from twisted.internet.error import ConnectionLost, TCPTimedOutError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 from twisted.web._newclient import ResponseNeverReceived
+
+from project.unavailable import unavailable_dependency
 
 PAUSE_STATUSES = (429, 503)
 # Exceptions that say the site is overloaded, for the adaptive controller; DNS errors and refusals say nothing of it.
@@ -38,6 +41,11 @@ def crawl_closing(crawler: Crawler) -> bool:
         return False
     slot = getattr(engine, "_slot", None)  # Scrapy keeps "closing" on its private slot; no public flag says it
     return not engine.running or (slot is not None and slot.closing is not None)
+
+
+def dependency_away(exc: Exception) -> str | None:
+    """Which of Trawl's own dependencies `exc` says is away: "redis" (any Redis error) or "database"; else None."""
+    return "redis" if isinstance(exc, redis.RedisError) else unavailable_dependency(exc)
 
 
 class DomainBlocked(IgnoreRequest):

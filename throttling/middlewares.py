@@ -31,6 +31,7 @@ from throttling.crawling import (
     CrawlClosing,
     DomainBlocked,
     crawl_closing,
+    dependency_away,
     egress_of,
     load_rules,
     throttle_options,
@@ -121,9 +122,8 @@ class ThrottleMiddleware:
     async def _acquire(self, host: str, egress: str) -> tuple[float, Decision]:
         """Wait until both buckets gave a token (and a slot); return the seconds spent sleeping and the grant.
 
-        Redis away (restarting, failing over) is waited out for up to `patience` seconds, then the crawl is told
-        that Trawl's own infrastructure failed, never that the site did."""
-        waited, redis_down_since = 0.0, None
+        Redis away, or the database while the rules are reloaded, is waited out for up to `patience` seconds."""
+        waited, down_since = 0.0, None
         while True:
             if waited and self.closing():
                 # Without this a cancelled crawl keeps sending every request that was waiting for a token.
@@ -131,20 +131,21 @@ class ThrottleMiddleware:
                 raise CrawlClosing("the crawl is stopping")
             try:
                 decision = await self._take(host, egress)
-            except redis.RedisError as exc:
-                self.stats.inc_value("throttle/redis_errors")
-                redis_down_since = redis_down_since or time.monotonic()
-                if time.monotonic() - redis_down_since >= self.patience:
-                    self.stats.inc_value("trawl/infrastructure_errors")
-                    raise InfrastructureUnavailable(f"redis unavailable for {self.patience:.0f}s: {exc}") from exc
-                logger.warning("throttle: redis unavailable (%s); asking again in %.1fs", exc, self.max_sleep)
-                delay = self.max_sleep
-            else:
                 if decision.status == GRANTED:
                     return waited, decision
                 if decision.busy:
                     self.stats.inc_value("throttle/slot_waits")
-                delay = min(await self._delay(host, decision), self.max_sleep)
+                delay = min(await self._delay(host, decision), self.max_sleep)  # may reload the rules (database)
+            except Exception as exc:
+                if (away := dependency_away(exc)) is None:
+                    raise
+                self.stats.inc_value(f"throttle/{away}_errors")
+                down_since = down_since or time.monotonic()
+                if time.monotonic() - down_since >= self.patience:
+                    self.stats.inc_value("trawl/infrastructure_errors")
+                    raise InfrastructureUnavailable(f"{away} unavailable for {self.patience:.0f}s: {exc}") from exc
+                logger.warning("throttle: %s unavailable (%s); asking again in %.1fs", away, exc, self.max_sleep)
+                delay = self.max_sleep
             if delay > 0:
                 self.stats.inc_value("throttle/waits")
                 self._hold(+1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -14,7 +15,10 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
+from project.unavailable import unavailable_dependency
 from throttling.useragents import trawl_knob
+
+logger = logging.getLogger("trawl.throttle")
 
 PROXY_META = ("proxy", "trawl_proxy", "trawl_egress")
 
@@ -137,7 +141,13 @@ class ProxyRotationMiddleware:
             return response
         self.pool.cool(url, time.time() + self.cooldown)
         self.stats.inc_value("proxy/cooled_down")
-        await asyncio.to_thread(self.cool, url=url, seconds=self.cooldown)
+        try:
+            await asyncio.to_thread(self.cool, url=url, seconds=self.cooldown)
+        except Exception as exc:
+            if unavailable_dependency(exc) is None:
+                raise
+            # The database away: this process cools the proxy down all the same; the others will not know.
+            logger.warning("proxies: the cool-down of %s could not be shared (%s)", url, exc)
         rotations = request.meta.get("trawl_proxy_rotations", 0)
         if rotations >= self.max_rotations or len(self.pool) < 2:
             return response
@@ -157,7 +167,17 @@ class ProxyRotationMiddleware:
         if not force and time.monotonic() - self._refreshed_at < self.refresh_seconds:
             return
         self._refreshed_at = time.monotonic()  # set first: concurrent requests must not refresh too
-        self.pool.replace(await asyncio.to_thread(self.load, group=self.group))
+        try:
+            entries = await asyncio.to_thread(self.load, group=self.group)
+        except Exception as exc:
+            if force or unavailable_dependency(exc) is None:
+                raise
+            # The database away (restarting): the pool this crawl loaded is still good. Failing the request instead
+            # would make the frontier count it done, never fetched.
+            self.stats.inc_value("proxy/refresh_errors")
+            logger.warning("proxies: the pool could not be refreshed (%s); keeping the one loaded before", exc)
+            return
+        self.pool.replace(entries)
 
 
 def proxy_options(crawler: Crawler) -> dict[str, Any]:

@@ -8,6 +8,9 @@ from typing import Any
 
 from scrapy import Request, signals
 
+# In the meta of a request whose download failed because Trawl's own Redis or database was away
+# (crawls.scraping.outages): not done, whatever the engine says.
+OUTAGE_META = "trawl_outage"
 # Sent when the crawl is idle but may not end yet because written-ahead items are not stored (or another shard still
 # holds requests): whoever stores this crawl's items (crawls.scraping.runner) should do it now, not at its next tick.
 store_wanted = object()
@@ -20,7 +23,8 @@ def on_request_finished(crawler: Any, callback: Any) -> None:
     While the crawl is being stopped (cancel, timeout, Redis or the database away, shutdown) the engine also lets go
     of requests it never fetched — the throttle drops those still waiting for a token. Those are not done: they stay
     in flight in the frontier, and the next attempt (or a live shard) fetches them. Only requests that got a response
-    count then."""
+    count then. Nor is a request whose download failed because Trawl's own Redis or database was away (OUTAGE_META),
+    at any time."""
     slot = getattr(crawler.engine, "_slot", None)
     remove = getattr(slot, "remove_request", None)
     if remove is None:  # a Scrapy without that slot: a request counts as done when it leaves the downloader
@@ -35,7 +39,7 @@ def on_request_finished(crawler: Any, callback: Any) -> None:
 
     def remove_request(request: Request) -> None:
         try:
-            if slot.closing is None or request in answered:
+            if (slot.closing is None or request in answered) and not request.meta.get(OUTAGE_META):
                 callback(request)
         finally:
             remove(request)

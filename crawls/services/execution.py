@@ -22,7 +22,7 @@ from crawls.services.ending import job_end
 from crawls.services.heartbeat import heartbeat_kept
 from crawls.services.jobs import job_claim_fair, job_requeue_infrastructure
 from crawls.services.shards import Shard, shard_join
-from crawls.services.tracker import DATABASE_UNAVAILABLE, JobTracker
+from crawls.services.tracker import DATABASE_UNAVAILABLE, JobTracker, database_reconnect
 from crawls.shutdown import crawling
 from crawls.timeouts import job_timeout
 from ops.alerts import job_alert_notify
@@ -56,14 +56,16 @@ def job_execute(
         return {"status": current, "url": url, "job_id": str(job_id), "claimed": False}
     with job_log_capture(job_id=job.pk, attempt=job.attempt, shard=shard), heartbeat_kept(job=job), crawling():
         try:
-            return _job_run(job=job, attempt=attempt, worker=worker, shard=shard)
+            return _job_run(job=job, worker=worker, shard=shard)
         except INFRASTRUCTURE_ERRORS as exc:
             # Trawl's own Redis or database failed: requeue, never blame the site (no error class, no backoff).
             logger.warning("job %s: Trawl's infrastructure failed", job.pk, exc_info=True)
+            if isinstance(exc, DATABASE_UNAVAILABLE):
+                database_reconnect()
             return _result(job_requeue_infrastructure(job=job, reason=f"{type(exc).__name__}: {exc}") or job)
 
 
-def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dict[str, Any]:
+def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     """Everything after the claim, while the attempt's log is captured."""
     if cancel_requested(job_id=job.id):
         return _result(job_end(job=job, error_class=ErrorClass.CANCELLED, message="cancelled before it started") or job)
@@ -98,7 +100,7 @@ def _job_run(*, job: CrawlJob, attempt: int, worker: str, shard: int = 0) -> dic
         version.variant,
         domain or "-",
         job.priority,
-        attempt,
+        job.attempt,  # the claimed job's: with fair share, not always the message's job and attempt
         shard,
         job.parallelism,
         worker,

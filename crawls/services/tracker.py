@@ -3,6 +3,7 @@ cancel, shutdown or lost ownership, store what the job's frontier wrote ahead.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -11,7 +12,7 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from access.tenancy import job_tenant_id
@@ -33,6 +34,15 @@ logger = logging.getLogger("trawl.jobs")
 DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 FLUSH_BUDGET_SECONDS = 0.3  # per tick, so heartbeats and cancel checks still happen on time
 SCRAPY_STATS_SECONDS = 0.5  # how often a frontier crawl reads Scrapy's stats to record with its stored items
+
+
+def database_reconnect() -> None:
+    """Drop this thread's database connection after an error, so the next query opens a new one. Django never
+    reopens a broken connection outside a request: after a PostgreSQL restart every later tick of a crawl failed with
+    "the connection is lost" until the patience ran out, and the requeue that followed failed the same way (mixed
+    chaos soak)."""
+    with contextlib.suppress(*DATABASE_UNAVAILABLE):
+        connection.close()
 
 
 class JobTracker:
@@ -65,6 +75,7 @@ class JobTracker:
             # Trawl's database, not the site: keep the items, let the crawl wait, try again next tick (bounded).
             self.db_down_since = self.db_down_since or time.monotonic()
             logger.warning("job %s: database error during the crawl (%s); retrying", self.job.pk, exc)
+            database_reconnect()
             if time.monotonic() - self.db_down_since >= settings.TRAWL_INFRA_PATIENCE_SECONDS:
                 return "infrastructure"
             return ""

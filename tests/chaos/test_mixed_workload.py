@@ -8,10 +8,11 @@ the scenario runs in a process of its own (tests/chaos/mixed_driver.py; the shru
 By default each fault strikes once; TRAWL_CHAOS_SOAK=1 runs three rounds, each submitting the workload again and
 striking every fault once more (TRAWL_CHAOS_SEED picks the seed).
 
-Known, open: the soak has twice (seeds 30 and 7, 2 of 4 soaks) ended a wide crawl `succeeded` 10-117 pages short of
-its site, after a sequence of a pool-process SIGKILL, a Redis restart from its AOF and a stale-heartbeat requeue: the
-last attempt found an empty queue and no shard holding a request, so the previous attempt's in-flight requests were
-never put back. Not seen in the default scenario; not marked xfail because it does not happen on every run.
+Fixed: the soak twice (seeds 30 and 7) ended a wide crawl `succeeded` 10-117 pages short of its site. Not the
+frontier: PostgreSQL was in crash recovery while the throttle reloaded its rules from the database (every 15 s), the
+OperationalError failed those downloads like a site's error and the frontier counted them done, never fetched. The
+throttle now waits the database out, and a download failed by Trawl's own Redis or database stays in flight while the
+crawl stops to be requeued (crawls/scraping/outages.py; the focused regression test is tests/crawls/test_outages.py).
 
 At the end: every job is final; no job succeeded without every page of its site fetched and stored as an item; no
 item is stored twice; the batch's `batch.completed` arrived once; the web, both workers and beat are running (the

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from django.db import OperationalError
 from django.test import override_settings
 from django.utils import timezone
 from scrapy import Request, Spider
@@ -400,6 +401,32 @@ def test_without_proxies_requests_go_direct():
     request = through(proxy_middleware(FakeProxies()), Request("http://a.test/"))
 
     assert "proxy" not in request.meta
+
+
+class ProxiesOfARestartingDatabase(FakeProxies):
+    """Loads once; then the database restarts: every later read or write raises as Django does then."""
+
+    def load(self, *, group: str) -> list[ProxyEntry]:
+        if self.groups:
+            raise OperationalError("the connection is lost")
+        return super().load(group=group)
+
+    def cool(self, *, url: str, seconds: float) -> None:
+        raise OperationalError("the connection is lost")
+
+
+def test_the_database_away_never_fails_a_request_the_crawl_keeps_its_proxies_and_cool_downs():
+    """A request failed by it would count as done in the job's frontier, never fetched (crawls/scraping/outages.py)."""
+    fake = ProxiesOfARestartingDatabase(ProxyEntry("http://p1:8080", "ip-1"), ProxyEntry("http://p2:8080", "ip-2"))
+    middleware = proxy_middleware(fake, TRAWL_PROXY_REFRESH_SECONDS=0)  # every request refreshes the pool
+
+    request = through(middleware, Request("http://a.test/"))
+    again = asyncio.run(middleware.process_response(request, Response(request.url, status=403, request=request)))
+
+    assert request.meta["proxy"] in {"http://p1:8080", "http://p2:8080"}
+    assert middleware.stats.get_value("proxy/refresh_errors") == 1
+    assert isinstance(again, Request) and again.meta["trawl_proxy_rotations"] == 1  # cooled down here all the same
+    assert through(middleware, again).meta["proxy"] != request.meta["proxy"]
 
 
 def test_every_proxy_cooling_down_falls_back_to_the_one_rested_longest():

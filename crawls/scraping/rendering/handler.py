@@ -38,6 +38,17 @@ from crawls.scraping.schemes import SCHEMES_SETTING, allowed_schemes
 
 logger = logging.getLogger("trawl.render")
 
+
+class _HandlerCloseNoise(logging.Filter):
+    """Scrapy builds one handler per scheme (http and https), so scrapy-playwright's "Closing download handler"
+    came twice at the end of every job's log, rendered or not: it says nothing a reader of the log needs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Closing download handler"
+
+
+logging.getLogger("scrapy-playwright").addFilter(_HandlerCloseNoise())
+
 RENDER_MODES = ("never", "request", "always")
 NETWORK_IDLE = "networkidle"
 VALIDATORS = (b"If-None-Match", b"If-Modified-Since")

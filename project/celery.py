@@ -5,16 +5,40 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_init, worker_process_init, worker_process_shutdown, worker_shutting_down
+from celery.signals import (
+    beat_init,
+    celeryd_init,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_shutting_down,
+)
 
 from project.broker_patches import kombu_redis_patch
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+# Celery's Django fixup runs Django's system checks as a worker starts; their URL check imports the whole URLconf
+# (every API view, DRF, drf-spectacular, Jinja2 behind django.test...) into every worker and its pool processes, to
+# check URLs a worker never serves. `manage.py migrate` and the web run them.
+os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 kombu_redis_patch()  # before any broker connection: a Redis restart must not end the worker (see the module)
 
 app = Celery("trawl")
 app.config_from_object("celeryconfig")
 app.autodiscover_tasks()
+
+
+@celeryd_init.connect(weak=False)
+def without_admin_autodiscovery(**_kwargs) -> None:
+    # Sent as a worker starts, before it sets Django up. A worker serves no admin pages: importing every app's admin
+    # module (and what those import: DRF serializers, rapidfuzz, PostgreSQL form fields) only made each crawl pool
+    # process ~MiB heavier (bench/README.md, "A lighter worker"). The admin's models and permissions stay installed.
+    from django.conf import settings
+
+    admin = "django.contrib.admin"
+    settings.INSTALLED_APPS = [
+        f"{admin}.apps.SimpleAdminConfig" if app == admin else app for app in settings.INSTALLED_APPS
+    ]
 
 
 @worker_init.connect(weak=False)

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from access import schema  # noqa: F401  (registers the OpenAPI auth scheme; here, not in AppConfig.ready: workers never load it)
 from ops.apis import StatsView
 from project.health import healthz
 from project.metrics import metrics

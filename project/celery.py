@@ -7,7 +7,7 @@ import os
 from celery import Celery
 from celery.signals import (
     beat_init,
-    celeryd_init,
+    import_modules,
     worker_init,
     worker_process_init,
     worker_process_shutdown,
@@ -23,22 +23,27 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 kombu_redis_patch()  # before any broker connection: a Redis restart must not end the worker (see the module)
 
-app = Celery("trawl")
-app.config_from_object("celeryconfig")
-app.autodiscover_tasks()
 
-
-@celeryd_init.connect(weak=False)
+@import_modules.connect(weak=False)
 def without_admin_autodiscovery(**_kwargs) -> None:
-    # Sent as a worker starts, before it sets Django up. A worker serves no admin pages: importing every app's admin
-    # module (and what those import: DRF serializers, rapidfuzz, PostgreSQL form fields) only made each crawl pool
-    # process ~MiB heavier (bench/README.md, "A lighter worker"). The admin's models and permissions stay installed.
+    # Sent as a worker (or beat) imports its task modules. Connected before the app exists, so it runs before Celery's
+    # Django fixup, which sets Django up on the same signal. A worker serves no admin pages: importing every app's
+    # admin module (and behind them DRF serializers, rapidfuzz, PostgreSQL form fields) only made each crawl pool
+    # process heavier (bench/README.md, "A lighter worker"). The admin's models and permissions stay installed.
+    from django.apps import apps
     from django.conf import settings
 
+    if apps.ready:  # Django already set up in this process (a test calling the loader): leave it as it is
+        return
     admin = "django.contrib.admin"
     settings.INSTALLED_APPS = [
         f"{admin}.apps.SimpleAdminConfig" if app == admin else app for app in settings.INSTALLED_APPS
     ]
+
+
+app = Celery("trawl")
+app.config_from_object("celeryconfig")
+app.autodiscover_tasks()
 
 
 @worker_init.connect(weak=False)

@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from access import schema  # noqa: F401  (registers the OpenAPI auth scheme; here, not in AppConfig.ready: workers never load it)
+# Registers the OpenAPI auth scheme; here, not in AccessConfig.ready: workers never load the URLconf, nor need it.
+from access import schema  # noqa: F401
 from ops.apis import StatsView
 from project.health import healthz
 from project.metrics import metrics

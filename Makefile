@@ -20,8 +20,11 @@ install: $(STAMP)
 run: install
 	$(BIN)/python -m project.devrun
 
+# The suite on TEST_WORKERS pytest-xdist workers, whole test files each (tests/parallel.py keeps them apart: a Redis
+# database and a test database per worker); TEST_WORKERS=0 runs it in one process, in file order.
+TEST_WORKERS ?= 3
 test: install lint browser ml
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The embedding category classifier (CPU torch). Installed when a local CPU torch wheel is at hand in PIP_FIND_LINKS
 # (as on CI) or with TRAWL_ML=1: torch from the registry alone would pull gigabytes of CUDA. Without it the embedding

@@ -4,7 +4,8 @@ Both crawl a generated local site of interlinked pages with Trawl's Scrapy setti
 Time is crawl time, excluding process start: for Scrapy from the crawler creating the spider to the spider closing,
 for Trawl the job's `duration` (claim → finished, so it also pays routing, item upserts and the final bookkeeping).
 CPU time is counted over the same spans (Scrapy's process; Trawl's worker pool child).
-Prints pages/s per run, the means, Trawl/Scrapy (goal ≥ 0.90) and peak RSS; the last line is a JSON summary.
+Prints pages/s per run, the means, Trawl/Scrapy (goal ≥ 0.90) and the peak RSS ratio (goal ≤ 1.35); the last line is
+a JSON summary.
 
 Then, --rounds times in turn, two plain Scrapy crawls of the site at once (the most two crawling processes get
 from this machine: its cores, caches and memory shared) and one job with `parallelism: 2` on a worker with two pool
@@ -57,6 +58,7 @@ from _common import (
 from _durable import PARALLEL_GOAL, REFETCH_GOAL, run_job, run_killed
 
 GOAL = 0.90
+RSS_GOAL = 1.35  # peak RSS of the pool child ÷ plain Scrapy's process, same crawl (issue 33)
 MAXDEPTH = 50
 SPIDER = BENCH_DIR / "spiders" / "link.py"
 TRAWL_PACKAGES = ("crawls.", "throttling.", "items.", "project.")
@@ -221,7 +223,10 @@ def report(runs: list[Run], pages: int) -> dict:
     print(
         f"pages per CPU-second  A scrapy {cpu['scrapy']:7.1f}   B trawl {cpu['trawl']:7.1f}   (steadier on a busy box)"
     )
+    rss_ratio = peak["trawl"] / peak["scrapy"]
     print(f"peak RSS              A scrapy {mib(peak['scrapy']):>7}   B trawl {mib(peak['trawl']):>7}   (pool child)")
+    verdict = "PASS" if rss_ratio <= RSS_GOAL else "ABOVE GOAL"
+    print(f"peak RSS ratio trawl/scrapy {rss_ratio:.3f} (goal <= {RSS_GOAL:.2f}): {verdict}")
     print(f"ratio trawl/scrapy {ratio:.3f} (goal >= {GOAL:.2f}): {'PASS' if ratio >= GOAL else 'BELOW GOAL'}")
     if any(run.pages != pages for run in runs):
         print(f"warning: not every run fetched all {pages} pages")
@@ -240,6 +245,8 @@ def report(runs: list[Run], pages: int) -> dict:
         "scrapy_peak_rss_mib": round(peak["scrapy"] / 2**20, 1),
         "scrapy_busy_cores": round(statistics.mean(run.busy_cores for run in groups["scrapy"]), 2),
         "trawl_peak_rss_mib": round(peak["trawl"] / 2**20, 1),
+        "peak_rss_ratio": round(rss_ratio, 3),
+        "peak_rss_goal": RSS_GOAL,
     }
 
 

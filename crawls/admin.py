@@ -1,3 +1,5 @@
+import base64
+
 from django.contrib import admin, messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -6,7 +8,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from crawls.admin_views import URL_CHARS, CancelButtonMixin, ReadOnlyAdmin, job_numbers
-from crawls.models import Batch, CrawlJob, JobStatus
+from crawls.models import Batch, CrawlJob, JobScreenshot, JobStatus
 from crawls.selectors import batch_totals, batches_counted
 from crawls.services import job_cancel
 from crawls.services.batches import batch_cancel
@@ -14,6 +16,11 @@ from items.models import ItemSighting
 from ops.admin_parts import JobOpsAdminMixin
 from ops.joblog import job_log_lines
 from project.errors import TrawlError
+
+
+def _base64(image: bytes) -> str:
+    return base64.b64encode(bytes(image)).decode("ascii")
+
 
 STATUS_COLOURS = {
     JobStatus.QUEUED: "#6c757d",
@@ -47,6 +54,7 @@ class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, ReadOnlyAdmin):
     readonly_fields = [field.name for field in CrawlJob._meta.fields] + [
         "numbers",
         "duration_s",
+        "rendered_screenshots",
         *JobOpsAdminMixin.ops_fields,
     ]
     fieldsets = (
@@ -57,6 +65,7 @@ class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, ReadOnlyAdmin):
             {"fields": ("queued_at", "started_at", "finished_at", "duration_s", "heartbeat_at", "cancel_requested_at")},
         ),
         ("log", {"fields": ("job_log",)}),
+        ("screenshots", {"fields": ("rendered_screenshots",)}),
         (
             "request",
             {
@@ -101,6 +110,20 @@ class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, ReadOnlyAdmin):
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra_context=extra)
+
+    @admin.display(description="rendered pages")
+    def rendered_screenshots(self, job: CrawlJob):
+        """Screenshots a rendered job kept (docs/rendering.md), at their size (the viewport's)."""
+        shots = JobScreenshot.objects.filter(job=job)
+        if not shots:
+            return "none"
+        return format_html_join(
+            "",
+            '<figure style="display:inline-block;margin:0 1em 1em 0">'
+            '<img src="data:image/jpeg;base64,{}" style="max-width:640px;border:1px solid #ccc">'
+            "<figcaption>{}: {}</figcaption></figure>",
+            ((_base64(shot.image), shot.get_reason_display(), shot.url) for shot in shots),
+        )
 
     @admin.display(description="job")
     def short_id(self, job: CrawlJob) -> str:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from crawls.selectors import batch_with_jobs, batches_visible, job_items, jobs_visible
+from crawls.models import JobScreenshot
+from crawls.selectors import batch_with_jobs, batches_visible, job_items, job_screenshots, jobs_visible
 from crawls.serializers import (
     BatchCreatedSerializer,
     BatchCreateSerializer,
@@ -17,6 +20,7 @@ from crawls.serializers import (
     BatchSerializer,
     JobCreateSerializer,
     JobItemSerializer,
+    JobScreenshotSerializer,
     JobSerializer,
 )
 from crawls.services import job_cancel, job_create
@@ -71,6 +75,21 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         (a crawl that finished first keeps its outcome)."""
         job = job_cancel(job=self.get_object())
         return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses=JobScreenshotSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def screenshots(self, request: Request, pk: str) -> Response:
+        """Screenshots of the job's rendered pages: those that failed, and its first pages if it asked (`options.
+        screenshots`). Each `image_url` answers the JPEG."""
+        shots = job_screenshots(job=self.get_object())
+        return Response(JobScreenshotSerializer(shots, many=True, context={"request": request}).data)
+
+    @extend_schema(responses={(200, "image/jpeg"): OpenApiTypes.BINARY})
+    @action(detail=True, methods=["get"], url_path=r"screenshots/(?P<number>[0-9]+)", url_name="screenshot")
+    def screenshot(self, request: Request, pk: str, number: str) -> HttpResponse:
+        """One screenshot of the job, as a JPEG image."""
+        shot = get_object_or_404(JobScreenshot.objects.filter(job=self.get_object()), pk=int(number))
+        return HttpResponse(bytes(shot.image), content_type="image/jpeg")
 
     @extend_schema(parameters=LOG_PARAMETERS, responses=LOG_RESPONSES)
     @action(detail=True, methods=["get"], renderer_classes=LOG_RENDERERS)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from project.redis import get_redis, redis_key
+from project.redis import get_redis, hash_tag, redis_key
 
 FLAG_TTL_SECONDS = 7 * 86400
 
 
 def _key(job_id: object) -> str:
-    return redis_key("cancel", "job", job_id)
+    return redis_key("cancel", "job", hash_tag(job_id))
 
 
 def cancel_request(*, job_id: object) -> None:

@@ -85,3 +85,24 @@ class CrawlJob(models.Model):
         if self.started_at and self.finished_at:
             return (self.finished_at - self.started_at).total_seconds()
         return None
+
+
+class JobScreenshot(models.Model):
+    """A rendered page as Chromium showed it (JPEG, the viewport): taken when a page failed, or for the first pages
+    of a job that asked (docs/rendering.md). Bounded per job; deleted with the job."""
+
+    class Reason(models.TextChoices):
+        FAILURE = "failure", "the page failed"
+        ASKED = "asked", "one of the first pages, as asked"
+
+    job = models.ForeignKey(CrawlJob, on_delete=models.CASCADE, related_name="screenshots")
+    url = models.URLField(max_length=2000)
+    reason = models.CharField(max_length=10, choices=Reason.choices)
+    image = models.BinaryField()
+    taken_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["job", "taken_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.reason} {self.url}"

@@ -12,14 +12,14 @@ from typing import Any
 
 import redis
 
-from project.redis import get_redis, redis_key
+from project.redis import get_redis, hash_tag, redis_key
 
 PROGRESS_SECONDS = 1.0
 PROGRESS_TTL_SECONDS = 60
 
 
 def _key(job_id: object) -> str:
-    return redis_key("progress", "job", job_id)
+    return redis_key("progress", "job", hash_tag(job_id))
 
 
 def progress_store(*, job_id: object, stats: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from access.models import Requester
-from crawls.models import Batch, CrawlJob, JobStatus
+from crawls.models import Batch, CrawlJob, JobScreenshot, JobStatus
 from items.models import ItemSighting
 
 
@@ -46,3 +46,8 @@ def batch_totals(batch: Batch) -> dict[str, int]:
         rows = CrawlJob.objects.filter(batch=batch).values("status").annotate(n=Count("id"))
         totals.update({row["status"]: row["n"] for row in rows})
     return totals
+
+
+def job_screenshots(*, job: CrawlJob) -> QuerySet[JobScreenshot]:
+    """The job's screenshots, oldest first, without their images (GET /api/jobs/{id}/screenshots/{n}/ sends one)."""
+    return JobScreenshot.objects.filter(job=job).defer("image")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.urls import reverse
 from rest_framework import serializers
 
-from crawls.models import Batch, CrawlJob
+from crawls.models import Batch, CrawlJob, JobScreenshot
 from crawls.scraping.inputs import config_check
 from crawls.scraping.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile
 from crawls.selectors import batch_totals
@@ -58,6 +59,26 @@ class JobOptionsSerializer(StrictSerializer):
     useragent = serializers.CharField(max_length=512, required=False)
     cookie = serializers.CharField(max_length=4096, required=False)
     attrs = serializers.DictField(required=False, help_text="Copied into every item.")
+    render = serializers.BooleanField(
+        required=False, help_text="Render every page in headless Chromium before the spider reads it (or never)."
+    )
+    wait_for = serializers.CharField(
+        max_length=500,
+        required=False,
+        help_text='With `render`: a CSS selector to wait for on each page, or "networkidle".',
+    )
+    render_timeout = serializers.FloatField(
+        min_value=1,
+        max_value=settings.TRAWL_RENDER_TIMEOUT_MAX,
+        required=False,
+        help_text="With `render`: seconds a page's navigation and wait may take.",
+    )
+    screenshots = serializers.IntegerField(
+        min_value=0,
+        max_value=settings.TRAWL_RENDER_SCREENSHOTS_MAX,
+        required=False,
+        help_text="With `render`: keep screenshots of this many first pages (GET /api/jobs/{id}/screenshots/).",
+    )
     config = serializers.DictField(
         required=False,
         validators=[spider_config],
@@ -223,3 +244,16 @@ class BatchDetailSerializer(BatchSerializer):
 
     class Meta(BatchSerializer.Meta):
         fields = [*BatchSerializer.Meta.fields, "jobs"]
+
+
+class JobScreenshotSerializer(serializers.ModelSerializer):
+    image_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = JobScreenshot
+        fields = ("id", "url", "reason", "taken_at", "image_url")
+
+    def get_image_url(self, shot: JobScreenshot) -> str:
+        path = reverse("job-screenshot", args=[shot.job_id, shot.pk])
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path

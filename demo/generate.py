@@ -7,6 +7,7 @@ between pages are relative, so the site works on any address; only sitemap.xml a
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 from dataclasses import dataclass, field
@@ -101,6 +102,37 @@ def list_page(category: Category, products: list[Product], number: int, pages: i
     return page(f"{category.name}, page {number}", body, up="../../")
 
 
+def new_arrivals(shop: list[Category]) -> list[Product]:
+    """The products the script-built listing shows: the two newest (last) of each category."""
+    return [product for category in shop for product in category.products[-2:]]
+
+
+def new_arrivals_page() -> str:
+    """A listing whose product cards a script inserts from new/products.json, as many shops build theirs: the HTML
+    a crawler downloads has none of them, a rendered page has them all (docs/rendering.md)."""
+    script = (
+        "fetch('products.json').then((answer) => answer.json()).then((products) => {"
+        "const list = document.querySelector('.products');"
+        "for (const p of products) {"
+        "const card = document.createElement('div'); card.className = 'product-card';"
+        "const link = document.createElement('a'); link.className = 'product-link'; link.href = p.url;"
+        "const title = document.createElement('span'); title.className = 'product-title'; title.textContent = p.title;"
+        "const price = document.createElement('span'); price.className = 'price'; price.textContent = p.price;"
+        "link.appendChild(title); card.append(link, ' ', price); list.appendChild(card);"
+        "}});"
+    )
+    body = f'<h1>New arrivals</h1>\n<div class="products"></div>\n<script>{script}</script>'
+    return page("New arrivals", body, up="../")
+
+
+def new_arrivals_json(shop: list[Category]) -> str:
+    cards = [
+        {"sku": p.sku, "title": p.title, "price": p.price, "url": f"../product/{p.sku}.html"}
+        for p in new_arrivals(shop)
+    ]
+    return json.dumps(cards, indent=1) + "\n"
+
+
 def product_page(product: Product) -> str:
     stock = (
         '<span class="stock in-stock">In stock</span>'
@@ -151,12 +183,14 @@ def generate_site(
     shop = catalogue(categories=categories, products_per_category=products_per_category, seed=seed)
     root.mkdir(parents=True, exist_ok=True)
     # Only our own folders are cleared, so a mistaken --out never deletes anything else.
-    for folder in ("category", "product", "img"):
+    for folder in ("category", "product", "img", "new"):
         shutil.rmtree(root / folder, ignore_errors=True)
     files = {
         "index.html": hub_page(shop),
         "sitemap.xml": sitemap_xml(shop, base_url),
         "robots.txt": robots_txt(base_url),
+        "new/index.html": new_arrivals_page(),
+        "new/products.json": new_arrivals_json(shop),
     }
     for category in shop:
         pages = max(1, -(-len(category.products) // per_page))

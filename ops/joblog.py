@@ -16,7 +16,7 @@ from django.conf import settings
 from crawls.models import CrawlJob
 from ops.models import JobLog
 from project.errors import TrawlError
-from project.redis import get_redis, redis_key
+from project.redis import get_redis, hash_tag, redis_key
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 MARKER_LOGGER = "trawl.joblog"
@@ -68,12 +68,12 @@ def _continues(record: str, line: str) -> bool:
 
 
 def _keys(job_id: object, attempt: int, shard: int) -> tuple[str, str, str]:
-    base = ("joblog", job_id, attempt, shard)
+    base = ("joblog", hash_tag(job_id), attempt, shard)
     return redis_key(*base, "head"), redis_key(*base, "tail"), redis_key(*base, "count")
 
 
 def _shards_key(job_id: object, attempt: int) -> str:
-    return redis_key("joblog", job_id, attempt, "shards")
+    return redis_key("joblog", hash_tag(job_id), attempt, "shards")
 
 
 class JobLogSink:

@@ -106,3 +106,8 @@ RETENTION_DAYS = _int("TRAWL_RETENTION_DAYS", 30)
 ALERT_WEBHOOK_URL = os.environ.get("TRAWL_ALERT_WEBHOOK_URL", "")
 # A scrape token for /metrics (besides admin API tokens); empty: only admin API tokens scrape.
 STATS_METRICS_TOKEN = os.environ.get("TRAWL_STATS_METRICS_TOKEN", "")
+
+# Rendering: the Chromium the machine's package manager installed, and how many pages a worker process opens at once.
+CHROMIUM = os.environ.get("TRAWL_RENDER_CHROMIUM", "/usr/bin/chromium")
+RENDER_MAX_PAGES = _int("TRAWL_RENDER_MAX_PAGES", 4)
+RENDER_RECYCLE_PAGES = _int("TRAWL_RENDER_RECYCLE_PAGES", 500)

@@ -7,9 +7,6 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
-from rest_framework import exceptions, status
-from rest_framework.response import Response
-from rest_framework.views import exception_handler
 
 from project.unavailable import RETRY_AFTER_SECONDS, is_outage, unavailable_body
 
@@ -39,6 +36,12 @@ class InfrastructureUnavailable(Exception):
 
 
 def api_exception_handler(exc, context):
+    # DRF only here: the models and services import TrawlError, and a crawl worker never loads DRF's views (~10 MiB
+    # of a pool process, with requests, urllib3 and pygments behind them).
+    from rest_framework import exceptions, status
+    from rest_framework.response import Response
+    from rest_framework.views import exception_handler
+
     if isinstance(exc, TrawlError):
         return Response(exc.as_dict(), status=exc.status_code)
     if is_outage(exc):  # Trawl's Redis or database away: 503 with the reason (project/unavailable.py)
@@ -66,7 +69,7 @@ def is_api(request: HttpRequest) -> bool:
 
 
 def api_not_found() -> JsonResponse:
-    return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+    return JsonResponse({"detail": "Not found."}, status=404)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -88,4 +91,4 @@ class ApiNotFoundMiddleware:
         return response
 
 
-__all__ = ("InfrastructureUnavailable", "TrawlError", "api_exception_handler", "not_found", "status")
+__all__ = ("InfrastructureUnavailable", "TrawlError", "api_exception_handler", "not_found")

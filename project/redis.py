@@ -1,28 +1,69 @@
-"""One Redis client per process for Trawl's own keys (cancel flags, leases, buckets)."""
+"""Trawl's Redis: one factory for every client of its state (a plain Redis or a Redis Cluster), the Lua script
+runner, and the names of Trawl's keys (each carrying the hash tag that keeps a job's or a domain's keys in one slot)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 from django.conf import settings
 
 from project.installation import installation_id
 
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+# Short timeouts and retries: a Redis blip must slow a crawl down, not hang it.
+_OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 5}
+
+
+def is_cluster_url(url: str) -> bool:
+    """`redis+cluster://host:port` (or `rediss+cluster://`) names a Redis Cluster; any other URL a single Redis."""
+    return urlsplit(url).scheme in CLUSTER_SCHEMES
+
+
+def _cluster_url(url: str) -> str:
+    """The URL redis-py's cluster client reads: its plain scheme, no database (a cluster has only database 0)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(scheme=CLUSTER_SCHEMES[parts.scheme], path=""))
+
+
+def redis_client(url: str | None = None, *, decode: bool = True, asyncio: bool = False, **options: Any) -> Any:
+    """A new client of Trawl's state at `url` (default REDIS_URL): `redis.cluster.RedisCluster` (or its asyncio
+    twin) for a cluster URL, else `redis.Redis`. Every client of Trawl's keys is built here. The caller owns it."""
+    url = url or settings.REDIS_URL
+    options = {**_OPTIONS, "decode_responses": decode, **options}
+    if is_cluster_url(url):
+        options.pop("health_check_interval", None)
+        cluster = redis.asyncio.cluster.RedisCluster if asyncio else redis.cluster.RedisCluster
+        return cluster.from_url(_cluster_url(url), **options)
+    return (redis.asyncio.Redis if asyncio else redis.Redis).from_url(url, **options)
+
 
 @functools.cache
 def get_redis() -> redis.Redis:
-    # Short timeouts and retries: a Redis blip must slow a crawl down, not hang it.
-    return redis.Redis.from_url(
-        settings.REDIS_URL,
-        socket_timeout=5,
-        socket_connect_timeout=5,
-        health_check_interval=30,
-        retry_on_timeout=True,
-        decode_responses=True,
-    )
+    """This process's client of Trawl's state, replies decoded."""
+    return redis_client(health_check_interval=30, retry_on_timeout=True)
+
+
+def on_cluster(client: Any) -> bool:
+    return isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster)
+
+
+def mget_across_slots(client: Any, keys: list[str]) -> list[Any]:
+    """MGET of keys that may live in different cluster slots (not atomic on a cluster: for reports, not decisions)."""
+    return client.mget_nonatomic(keys) if on_cluster(client) else client.mget(keys)
+
+
+def hash_tag(value: object) -> str:
+    """`{value}`: keys whose names carry the same tag live in one Redis Cluster slot, so one script or one multi-key
+    command may touch them all (a job's keys carry its id, a domain's throttle keys its registered domain)."""
+    return "{" + str(value) + "}"
 
 
 class LuaScript:
@@ -34,14 +75,14 @@ class LuaScript:
         self.source = source
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
-    def run(self, client: redis.Redis, keys: list[str], args: list[Any]) -> Any:
+    def run(self, client: redis.Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
             self.sha = client.script_load(self.source)
             return client.evalsha(self.sha, len(keys), *keys, *args)
 
-    async def run_async(self, client: Any, keys: list[str], args: list[Any]) -> Any:
+    async def run_async(self, client: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:

@@ -10,13 +10,16 @@ from urllib.parse import urlsplit
 
 import redis
 
+from project.redis import is_cluster_url, redis_client
+
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
 def redis_answers(url: str, timeout: float = 1.0) -> bool:
+    """True when a Redis (or, for a `redis+cluster://` URL, a Redis Cluster) answers at `url`."""
     try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout).ping())
-    except (redis.RedisError, OSError):
+        return bool(redis_client(url, socket_connect_timeout=timeout, socket_timeout=timeout).ping())
+    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError):
         return False
 
 
@@ -36,6 +39,8 @@ def redis_start_if_absent(
     queued tasks and cancel flags survive a restart; without it nothing is written to disk (tests, benchmarks)."""
     if redis_answers(url):
         return None
+    if is_cluster_url(url):
+        raise RuntimeError(f"no Redis Cluster answers at {url}: Trawl starts a single Redis only, never a cluster")
     parts = urlsplit(url)
     if parts.hostname not in LOCAL_HOSTS:
         raise RuntimeError(f"no Redis answers at {url} and it is not local, so Trawl cannot start one")

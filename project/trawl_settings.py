@@ -54,6 +54,9 @@ TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     "throttling.proxies.ProxyRotationMiddleware": 740,
     # Last before DownloaderStats (850): the token is taken as close to the request leaving as middlewares allow.
     "throttling.middlewares.ThrottleMiddleware": 800,
+    # Just above Scrapy's RetryMiddleware (550): a page the site refused for overload goes back to the frontier with
+    # the adaptive controller's delay before Scrapy's immediate retries see it (docs/throttling.md).
+    "throttling.requeue.PoliteRequeueMiddleware": 560,
     # Source crawls revalidate what they fetched before (ETag / Last-Modified); below DownloaderStats so a job's
     # bytes are what came over the wire. Off for ad-hoc jobs and with TRAWL_INCREMENTAL: false (docs/incremental.md).
     "crawls.scraping.incremental.IncrementalCacheMiddleware": 840,
@@ -254,3 +257,19 @@ TRAWL_JOB_LOG_MAX_LINES = 10_000
 TRAWL_JOB_LOG_LINE_CHARS = 4000  # longer records (huge tracebacks, HTML in messages) are cut
 TRAWL_JOB_LOG_TTL_SECONDS = 7 * 86400  # records left in Redis by a worker that died mid-attempt
 TRAWL_JOB_LOG_FLUSH_SECONDS = 0.5  # how often a worker writes new records to Redis (what readers see while it runs)
+
+# --- Rendering (docs/rendering.md) ---------------------------------------------------------------
+# Which requests render in headless Chromium: "never", "request" (those whose meta asks: scrapy-playwright's
+# `playwright` or Trawl's `render`) or "always"; a scraper, version or source may set it, a job with `render: true`.
+TRAWL_RENDER = "request"
+TRAWL_RENDER_WAIT_FOR = ""  # a CSS selector, or "networkidle"; "" waits for the page's load event only
+TRAWL_RENDER_TIMEOUT = 15.0  # seconds a navigation and its wait may take
+TRAWL_RENDER_TIMEOUT_MAX = 60.0  # the most a job's `render_timeout` may ask for
+# Resource types a rendered page downloads although a crawl never reads them ("image", "font", "media").
+TRAWL_RENDER_RESOURCES: list[str] = []
+# Per worker process, whatever the crawl: Chromium's memory is the process's.
+TRAWL_RENDER_CHROMIUM = env.CHROMIUM
+TRAWL_RENDER_MAX_PAGES = env.RENDER_MAX_PAGES  # pages open at once across the process's crawls
+TRAWL_RENDER_SCREENSHOTS = 0  # screenshots of a crawl's first pages (a job's `screenshots` option asks for some)
+TRAWL_RENDER_SCREENSHOTS_MAX = 10  # per crawl, failures included: a job's screenshots stay small
+TRAWL_RENDER_RECYCLE_PAGES = env.RENDER_RECYCLE_PAGES  # pages a browser opens before new contexts go to a fresh one

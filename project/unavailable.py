@@ -30,8 +30,10 @@ def unavailable_body(exc: Exception) -> dict[str, str]:
 
 def unavailable_dependency(exc: Exception) -> str | None:
     """Which dependency `exc` says is away ("redis" or "database"), or None when it is some other error."""
-    # ConnectionError and TimeoutError (and redis-py's subclasses of them): the server is away, not a bad command.
-    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+    # ConnectionError and TimeoutError (and redis-py's subclasses of them): the server is away, not a bad command;
+    # ClusterDownError: a Redis Cluster with slots no primary serves (a failover under way).
+    away = redis.exceptions.ConnectionError | redis.exceptions.TimeoutError | redis.exceptions.ClusterDownError
+    if isinstance(exc, away):
         return "redis"
     # Django's OperationalError is the driver's "server gone, refused, restarting, shutting down"; InterfaceError a
     # connection already closed under us. Bad SQL is ProgrammingError or DataError, still a 500.

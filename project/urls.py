@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+# Registers the OpenAPI auth scheme; here, not in AccessConfig.ready: workers never load the URLconf, nor need it.
+from access import schema  # noqa: F401
 from ops.apis import StatsView
 from project.health import healthz
 from project.metrics import metrics

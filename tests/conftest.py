@@ -1,24 +1,64 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from project.redis_server import redis_start_if_absent
+from tests.parallel import UnitScheduling, units_order
 from tests.sites import LocalSite, write_catalogue
 from tests.workers import Worker
 
+_STARTED_REDIS = pytest.StashKey[subprocess.Popen | None]()
 
-@pytest.fixture(scope="session", autouse=True)
-def redis_server(tmp_path_factory):
-    """Real Redis: the one at REDIS_URL, or one we start from the pip-shipped binary and stop at the end."""
-    log = tmp_path_factory.mktemp("redis") / "redis.log"
-    server = redis_start_if_absent(settings.REDIS_URL, log_path=str(log))
-    yield settings.REDIS_URL
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Real Redis: the one at REDIS_URL, or one the run starts from the pip-shipped binary and stops at the end. Under
+    pytest-xdist the controlling process starts it before its workers exist: they share one server (each on its own
+    database) instead of racing to start one each and stopping it under the others."""
+    if hasattr(config, "workerinput"):
+        return
+    log = Path(tempfile.gettempdir()) / f"trawl-test-redis-{os.getpid()}.log"
+    config.stash[_STARTED_REDIS] = redis_start_if_absent(settings.REDIS_URL, log_path=str(log))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker; a serial run keeps the files' order
+        units_order(items)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile` (make test): whole files, the RabbitMQ ones together, slowest first (tests/parallel.py)."""
+    return UnitScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    server = config.stash.get(_STARTED_REDIS, None)
     if server is not None:
         server.terminate()
         server.wait(10)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory):
+    """A real 3-master Redis Cluster for the session (tests/redis_cluster.py), started on first use."""
+    from tests.redis_cluster import cluster_binaries, redis_cluster
+
+    if cluster_binaries() is None:
+        pytest.skip("redis-server and redis-cli are needed on PATH to start a Redis Cluster")
+    with redis_cluster(tmp_path_factory.mktemp("redis-cluster")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def redis_server():
+    """The Redis URL this test process uses (its own database under pytest-xdist: tests/settings.py)."""
+    return settings.REDIS_URL
 
 
 @pytest.fixture

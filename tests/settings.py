@@ -2,8 +2,11 @@
 
 import os
 
-# Before project.env is imported: tests must never share queues with a `make run` on the same Redis.
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+from tests.parallel import worker_redis_url
+
+# Before project.env is imported: tests must never share queues with a `make run` on the same Redis, nor (under
+# pytest-xdist) with each other.
+os.environ["REDIS_URL"] = worker_redis_url()
 os.environ.setdefault("TRAWL_HEARTBEAT_SECONDS", "1")
 # Local test sites have no throttle rule; tests that check politeness configure their own.
 os.environ.setdefault("TRAWL_THROTTLE_DEFAULT_RATE", "200")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -73,6 +74,73 @@ class LocalSite:
         return sum(count for path, count in self.hits.items() if path.startswith("/slow/"))
 
     def __enter__(self) -> LocalSite:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class LoadedSite:
+    """A site whose answers depend on how hard it is hit: `/<hub>/0` links to `/<hub>/1..leaves`; `answer(site, path,
+    now)` says how long to take and which status to send. Every arrival is recorded with its status and the delay it
+    was given, so a test reads what the site went through from the site's own log."""
+
+    def __init__(self, *, leaves: int, answer: Callable[[LoadedSite, str, float], tuple[float, int]]) -> None:
+        self.leaves = leaves
+        self.answer = answer
+        self.arrivals: list[tuple[float, int, float, str]] = []  # (time, status, delay, path)
+        self.lock = threading.Lock()
+        site = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def do_GET(self):
+                now = time.time()
+                with site.lock:
+                    delay, status = site.answer(site, self.path, now)
+                    site.arrivals.append((now, status, delay, self.path))
+                time.sleep(delay)
+                body = site.page(self.path).encode() if status == 200 else b"overloaded"
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain" if self.path == "/robots.txt" else "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def recent(self, now: float, seconds: float = 1.0) -> int:
+        """Requests that arrived in the last `seconds` (call with the lock held)."""
+        return sum(1 for at, *_ in reversed(self.arrivals[-200:]) if now - seconds < at)
+
+    @property
+    def url(self) -> str:
+        # By name, so its throttle rule ("localhost") touches no other test's site on 127.0.0.1.
+        return f"http://localhost:{self.server.server_address[1]}"
+
+    def page(self, path: str) -> str:
+        if path == "/robots.txt":
+            return "User-agent: *\nDisallow:\n"
+        hub, _, number = path.strip("/").partition("/")
+        links = "".join(f'<a href="/{hub}/{n}">{n}</a> ' for n in range(1, self.leaves + 1)) if number == "0" else ""
+        return f"<html><title>{hub} {number}</title><body>{links}</body></html>"
+
+    def log(self, *, since: float = 0.0, until: float = float("inf")) -> list[tuple[float, int, float, str]]:
+        with self.lock:
+            return [entry for entry in self.arrivals if since <= entry[0] < until]
+
+    def served(self, hubs: tuple[str, ...]) -> float:
+        """The share of the hubs' leaves the site answered with a page at least once."""
+        wanted = {f"/{hub}/{n}" for hub in hubs for n in range(1, self.leaves + 1)}
+        return len(wanted & {path for _, status, _, path in self.log() if status == 200}) / len(wanted)
+
+    def __enter__(self) -> LoadedSite:
         self.thread.start()
         return self
 

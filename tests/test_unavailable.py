@@ -80,3 +80,12 @@ def test_while_the_database_is_away_the_api_says_503_not_500(api, database_gone)
         assert response.json()["unavailable"] == "database", response.json()
         assert "database is unavailable" in response.json()["detail"]
         assert response["Retry-After"] == "5"
+
+
+def test_a_redis_cluster_without_a_primary_for_some_slots_counts_as_redis_away_and_a_cross_slot_bug_does_not():
+    import redis.exceptions
+
+    from project.unavailable import unavailable_dependency
+
+    assert unavailable_dependency(redis.exceptions.ClusterDownError("CLUSTERDOWN The cluster is down")) == "redis"
+    assert unavailable_dependency(redis.exceptions.ResponseError("CROSSSLOT Keys don't hash to the same slot")) is None

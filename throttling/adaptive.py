@@ -3,8 +3,9 @@
 Pure and small on purpose (no Redis, no clock): the controller (throttling/controller.py) gathers one window of every
 worker's responses for a domain atomically in Redis and hands it to exactly one caller, which applies this rule and
 stores the new state where the bucket script reads it. The factor multiplies the domain's configured rate, so the
-configured rate is the ceiling. Additive increase, multiplicative decrease, as TCP does: a site that errors or slows
-is relieved at once; a recovered one gets its rate back a step per window.
+configured rate is the ceiling. Multiplicative decrease, cautious additive increase: a site that errors or slows is
+relieved at once; a recovered one gets its rate back a step per window, only after a sustained healthy stretch, and
+not past the rate at which it last broke until it has stayed healthy just below it for a long while.
 """
 
 from __future__ import annotations
@@ -14,17 +15,31 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class AdaptiveConfig:
-    """Knobs of the rule (TRAWL_THROTTLE_ADAPTIVE in settings; defaults here)."""
+    """Knobs of the rule and of re-queuing refused pages (TRAWL_THROTTLE_ADAPTIVE in settings; defaults here)."""
 
     window: float = 2.0  # seconds of responses per decision
     min_requests: int = 5  # a window closes only once it holds this many responses
     max_error_share: float = 0.05  # above this share of 5xx / 429 / timeouts: slow down
-    error_decrease: float = 0.5  # factor multiplier after an erroring window
-    latency_ratio: float = 2.0  # mean latency above baseline × this: slow down
+    # Factor multiplier after an erroring window: at least this cut, deeper when most answers were errors (to just
+    # below the share that got through: what the site took), never deeper than its square in one window.
+    error_decrease: float = 0.5
+    # Latency is distress only when it is both `latency_ratio` × the baseline and `latency_floor` seconds above it:
+    # a site answering in milliseconds shows noise (a busy worker, a GC pause) as a large ratio of nothing.
+    latency_ratio: float = 1.5
+    latency_floor: float = 0.2
+    latency_hold_ratio: float = 1.2  # above this (and the floor), latency is rising: no probing upward
     latency_decrease: float = 0.75  # factor multiplier after a slow window
-    increase: float = 0.05  # factor added after a healthy window (slow recovery)
+    increase: float = 0.05  # factor added per healthy window once probing upward
+    healthy_windows: int = 3  # healthy windows in a row before probing upward
+    ceiling_margin: float = 0.9  # probing stops at this share of the factor at which the site last broke
+    ceiling_hold: int = 15  # healthy windows at that cap before probing one step higher again
     min_factor: float = 0.02  # never below this share of the configured rate
     baseline_follow: float = 0.1  # how fast the baseline follows a healthy latency above it (0..1)
+    # A page the site refused (429, 503, a timeout) goes back to the frontier for a while instead of spending Scrapy's
+    # retries at once: a window, doubling per re-queue, at least its Retry-After, at most `requeue_max_delay` seconds;
+    # after `requeues` of them it is left to Scrapy's retries (a dead site ends).
+    requeues: int = 8
+    requeue_max_delay: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -40,10 +55,13 @@ class Window:
 class AdaptiveState:
     factor: float = 1.0  # effective rate = configured rate × scale × factor
     baseline: float = 0.0  # recent healthy latency, seconds (0: not known yet)
+    ceiling: float = 0.0  # the factor at which the site last broke (0: none remembered)
+    calm: int = 0  # healthy windows in a row (-1: the last window cut the rate for errors)
     reason: str = ""  # why the factor is below 1, for people
 
     def as_redis(self) -> str:
-        return f"{self.factor:.6g} {self.baseline:.6g} {self.reason}".rstrip()
+        """The text kept in Redis, "factor baseline ceiling calm reason"; buckets.lua reads the factor (first)."""
+        return f"{self.factor:.6g} {self.baseline:.6g} {self.ceiling:.6g} {self.calm} {self.reason}".rstrip()
 
     @property
     def cause(self) -> str:
@@ -59,24 +77,71 @@ class AdaptiveState:
             return cls()
         if isinstance(value, bytes):
             value = value.decode()
-        factor, baseline, *reason = value.split(" ", 2)
-        return cls(float(factor), float(baseline), reason[0] if reason else "")
+        factor, baseline, *rest = value.split(" ", 4)
+        try:
+            ceiling, calm = float(rest[0]), int(rest[1])
+        except (IndexError, ValueError):  # "factor baseline reason", written before ceilings were remembered
+            return cls(float(factor), float(baseline), reason=value.split(" ", 2)[2] if len(rest) else "")
+        return cls(float(factor), float(baseline), ceiling, calm, rest[2] if len(rest) > 2 else "")
 
 
 def adapt(state: AdaptiveState, window: Window, config: AdaptiveConfig = AdaptiveConfig()) -> AdaptiveState:
-    """The state after `window`: slower on errors or latency above the baseline, else a step back up (at most 1)."""
+    """The state after `window`: slower on errors or on latency well above the baseline; held while latency rises;
+    else, after `healthy_windows` healthy ones, a step back up (at most 1, and below where the site last broke)."""
     share = window.errors / window.requests if window.requests else 0.0
     if share > config.max_error_share:
-        factor = max(config.min_factor, state.factor * config.error_decrease)
-        return replace(state, factor=factor, reason=f"slowed down: {share:.0%} errors in the last window")
-    if state.baseline and window.latency > state.baseline * config.latency_ratio:
-        factor = max(config.min_factor, state.factor * config.latency_decrease)
-        reason = f"slowed down: latency {window.latency:.2f}s above {config.latency_ratio:g}× baseline"
-        return replace(state, factor=factor, reason=f"{reason} {state.baseline:.2f}s")
-    baseline = _follow(state.baseline, window.latency, config.baseline_follow)
-    factor = min(1.0, state.factor + config.increase)
-    reason = "" if factor >= 1.0 else f"recovering: {factor:.0%} of the configured rate"
-    return AdaptiveState(factor=factor, baseline=baseline, reason=reason)
+        if state.calm < 0:  # the window right after an error cut: its answers are mostly to the rate before the cut
+            return replace(state, calm=0)
+        cut = min(config.error_decrease, max((1.0 - share) * config.ceiling_margin, config.error_decrease**2))
+        return replace(_slowed(state, cut, f"slowed down: {share:.0%} errors in the last window", config), calm=-1)
+    baseline, latency = state.baseline, window.latency
+    above_floor = bool(baseline) and latency - baseline > config.latency_floor
+    if above_floor and latency > baseline * config.latency_ratio:
+        reason = f"slowed down: latency {latency:.2f}s above {config.latency_ratio:g}× baseline {baseline:.2f}s"
+        return _slowed(state, config.latency_decrease, reason, config)
+    # A rising latency moves the baseline a quarter as fast: a site that slows a little every window must not drag
+    # its baseline along and never look slow against it.
+    rising = bool(baseline) and latency > baseline * config.latency_hold_ratio
+    baseline = _follow(baseline, latency, config.baseline_follow / (4 if rising else 1))
+    if rising and above_floor:
+        reason = f"recovering, held: latency rising ({latency:.2f}s, baseline {state.baseline:.2f}s)"
+        return replace(state, baseline=baseline, calm=0, reason=reason if state.factor < 1 else "")
+    return _probed(replace(state, baseline=baseline, calm=state.calm + 1), config)
+
+
+def _slowed(state: AdaptiveState, cut: float, reason: str, config: AdaptiveConfig) -> AdaptiveState:
+    """Multiplicative decrease; the factor the window ran at is where the site broke."""
+    factor = max(config.min_factor, state.factor * cut)
+    return replace(state, factor=factor, ceiling=state.factor, calm=0, reason=reason)
+
+
+def _probed(state: AdaptiveState, config: AdaptiveConfig) -> AdaptiveState:
+    """One step up after a sustained healthy stretch, capped just below the remembered breaking point; the memory
+    fades one step each `ceiling_hold` healthy windows, so a site that got its capacity back gets its rate back."""
+    factor, ceiling = state.factor, state.ceiling
+    if state.calm >= config.healthy_windows and factor < 1.0:
+        factor = min(1.0, factor + config.increase)
+        if ceiling:
+            if state.calm % config.ceiling_hold == 0:
+                ceiling += config.increase
+            if ceiling * config.ceiling_margin >= 1.0:
+                ceiling = 0.0  # forgotten: the configured rate is the only cap again
+            else:
+                factor = max(state.factor, min(factor, ceiling * config.ceiling_margin))
+    if factor >= 1.0:
+        return replace(state, factor=1.0, ceiling=0.0, reason="")
+    reason = f"recovering: {factor:.0%} of the configured rate"
+    if ceiling and factor >= ceiling * config.ceiling_margin - 1e-9:
+        reason += f", held below the {ceiling:.0%} at which the site last broke"
+    return replace(state, factor=factor, ceiling=ceiling, reason=reason)
+
+
+def requeue_delay(requeues: int, *, retry_after: float | None, config: AdaptiveConfig = AdaptiveConfig()) -> float:
+    """Seconds the `requeues`-th re-queue of a refused page waits in the frontier: one window at first (it goes out
+    again at the rate the controller chose after seeing the refusal), doubling each time, at least the site's
+    Retry-After, at most `requeue_max_delay`."""
+    delay = config.window * 2 ** max(0, requeues - 1)
+    return min(config.requeue_max_delay, max(delay, retry_after or 0.0))
 
 
 def _follow(baseline: float, latency: float, weight: float) -> float:

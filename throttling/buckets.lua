@@ -5,10 +5,11 @@
 -- KEYS[6] bucket of the domain          KEYS[7] bucket of (egress IP, domain)
 -- KEYS[8] adaptive state of the exact host   KEYS[9] adaptive state of the registered domain
 -- KEYS[10] in-flight slots of the exact host  KEYS[11] in-flight slots of the registered domain
--- ARGV[1] "take" or "pause"; ARGV[2..5] default rate, burst, ip_rate, ip_burst; ARGV[6] pause seconds;
--- ARGV[7] 1 if the defaults (and rules without the field) are adaptive; ARGV[8] tokens wanted (requests of one worker
--- waiting for these buckets together); ARGV[9] slot holder ("" = take no slots); ARGV[10] slot lease seconds;
--- ARGV[11] default concurrency (rules without the field too); ARGV[12] wait_ms when every slot is held
+-- ARGV[1] "take" or "pause"; ARGV[2] the defaults, as a rule (below: every field; rules mirrored without the
+-- adaptive or concurrency field take the defaults'); ARGV[3] pause seconds; ARGV[4] tokens wanted (requests of one
+-- worker waiting for these buckets together); ARGV[5] slot holder ("" = take no slots); ARGV[6] slot lease seconds;
+-- ARGV[7] wait_ms when every slot is held
+-- (Few arguments on purpose: each one costs the client packing it and Redis a string, on every request.)
 --
 -- Returns {status, wait_ms, rule, granted, busy}: status 1 = granted (pause: done), 0 = wait wait_ms and ask again,
 -- -1 = domain blocked, -2 = rules not loaded into Redis yet; rule 1 = exact host, 2 = domain, 3 = defaults.
@@ -31,12 +32,17 @@
 local NEVER = 86400  -- the wait reported, and the key lifetime, when a rate is 0
 local found = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9])
 
--- The exact host's rule beats the registered domain's; with neither, the caller's defaults.
-local which, rule = 3, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' 1 0 ' .. ARGV[7]
+-- The exact host's rule beats the registered domain's; with neither, the caller's defaults. One match reads it all.
+local which, rule = 3, ARGV[2]
 if found[1] then which, rule = 1, found[1] elseif found[2] then which, rule = 2, found[2] end
-local rate, cap, ip_rate, ip_cap, scale, blocked = string.match(rule, '(%S+) (%S+) (%S+) (%S+) (%S+) (%S+)')
+local rate, cap, ip_rate, ip_cap, scale, blocked, adaptive, concurrency =
+  string.match(rule, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*) ?(%S*)')
+if adaptive == '' or concurrency == '' then
+  local default_adaptive, default_concurrency = string.match(ARGV[2], '(%S+) (%S+)$')
+  if adaptive == '' then adaptive = default_adaptive end
+  if concurrency == '' then concurrency = default_concurrency end
+end
 scale = tonumber(scale)
-local adaptive = string.match(rule, '^%S+ %S+ %S+ %S+ %S+ %S+ (%S+)') or ARGV[7]
 local state = found[5]
 if which == 1 then state = found[4] end
 if adaptive == '1' and state then scale = scale * tonumber(string.match(state, '^(%S+)')) end
@@ -44,7 +50,7 @@ rate, cap = tonumber(rate) * scale, math.max(1, tonumber(cap))
 ip_rate, ip_cap = tonumber(ip_rate) * scale, math.max(1, tonumber(ip_cap))
 local domain_key, ip_key, slots_key = KEYS[6], KEYS[7], KEYS[11]
 if which == 1 then domain_key, ip_key, slots_key = KEYS[4], KEYS[5], KEYS[10] end
-local holder = ARGV[9] or ''
+local holder = ARGV[5] or ''
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -75,7 +81,7 @@ end
 
 if ARGV[1] == 'pause' then
   local tokens, ts = refill(redis.call('GET', domain_key), rate, cap)
-  local resume = now + tonumber(ARGV[6])
+  local resume = now + tonumber(ARGV[3])
   if resume > ts then
     save(domain_key, 0, resume, rate, cap)
     ts = resume
@@ -85,7 +91,7 @@ end
 
 -- Free in-flight slots of the domain (holders past their expiry dropped), and this holder's current count.
 local function free_slots()
-  local limit = tonumber(string.match(rule, '^%S+ %S+ %S+ %S+ %S+ %S+ %S+ (%S+)') or ARGV[11])
+  local limit = tonumber(concurrency)
   local held, used, mine = redis.call('HGETALL', slots_key), 0, 0
   for i = 1, #held, 2 do
     local count, expires = string.match(held[i + 1], '(%S+) (%S+)')
@@ -101,11 +107,11 @@ end
 
 if not found[3] then return {-2, 0, which} end
 if blocked == '1' then return {-1, 0, which} end
-local wanted, mine = tonumber(ARGV[8]) or 1, 0
+local wanted, mine = tonumber(ARGV[4]) or 1, 0
 if holder ~= '' then
   local free
   free, mine = free_slots()
-  if free < 1 then return {0, tonumber(ARGV[12]), which, 0, 1} end
+  if free < 1 then return {0, tonumber(ARGV[7]), which, 0, 1} end
   wanted = math.min(wanted, free)
 end
 local buckets = redis.call('MGET', domain_key, ip_key)
@@ -117,7 +123,7 @@ if tokens >= 1 and ip_tokens >= 1 then
   save(domain_key, tokens, ts, rate, cap)
   save(ip_key, ip_tokens, ip_ts, ip_rate, ip_cap)
   if holder ~= '' then
-    local lease = tonumber(ARGV[10])
+    local lease = tonumber(ARGV[6])
     redis.call('HSET', slots_key, holder, string.format('%d %.6f', mine + granted, now + lease))
     redis.call('PEXPIRE', slots_key, math.ceil((lease + 60) * 1000))
   end

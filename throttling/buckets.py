@@ -4,6 +4,11 @@ The rule itself (refill, take from both buckets or neither, how long to wait) is
 so every decision is atomic and costs one round trip. Time comes from Redis `TIME`. This module only names keys,
 resolves a host to the domains whose rules may apply, and runs the script (blocking or asyncio). It reads no Django
 setting: the benchmark and the Scrapy middleware use it as is.
+
+Every key of a host carries its registered domain as hash tag (`rule:{example.com}:shop.example.com`), so one take
+touches one Redis Cluster slot. The mirror's bookkeeping (rule index, version, freshness) shares the tag `{rules}`;
+on a single Redis the take reads that freshness marker itself, on a cluster (another slot) it reads a copy kept in the
+domain's slot, `loaded:{example.com}`, copied from the marker for as long as the marker lasts.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 import redis
 import tldextract
 
-from project.redis import LuaScript
+from project.redis import LuaScript, hash_tag, on_cluster
 
 SCRIPT = Path(__file__).with_name("buckets.lua").read_text()
 GRANTED, WAIT, BLOCKED, STALE = "granted", "wait", "blocked", "stale"
@@ -81,26 +86,40 @@ class TokenBuckets:
         self.prefix = prefix
         self.slot_lease = slot_lease
         self.script = LuaScript(SCRIPT)
-        self.rules_loaded_key = f"{prefix}:loaded"
-        self.rules_index_key = f"{prefix}:rules"
-        self.version_key = f"{prefix}:version"
+        rules = hash_tag("rules")
+        self.rules_loaded_key = f"{prefix}:{rules}:loaded"
+        self.rules_index_key = f"{prefix}:{rules}:index"
+        self.version_key = f"{prefix}:{rules}:version"
+
+    def _key(self, kind: str, domain: str) -> str:
+        """`<prefix>:<kind>:{<registered domain>}:<host or domain>`: a host's keys share its domain's slot."""
+        return f"{self.prefix}:{kind}:{hash_tag(registered_domain(domain))}:{domain}"
+
+    @staticmethod
+    def domain_of_key(key: str) -> str:
+        """The host or domain a key of `_key` belongs to."""
+        return key.rsplit("}:", 1)[-1]
 
     def rule_key(self, domain: str) -> str:
-        return f"{self.prefix}:rule:{domain}"
+        return self._key("rule", domain)
 
     def bucket_key(self, domain: str, egress: str | None = None) -> str:
-        return f"{self.prefix}:bucket:{domain}" + (f":ip:{egress}" if egress is not None else "")
+        return self._key("bucket", domain) + (f":ip:{egress}" if egress is not None else "")
 
     def state_key(self, domain: str) -> str:
         """The adaptive controller's state of a domain: "factor baseline reason" (throttling/adaptive.py)."""
-        return f"{self.prefix}:adaptive:{domain}"
+        return self._key("adaptive", domain)
 
     def window_key(self, domain: str) -> str:
-        return f"{self.prefix}:window:{domain}"
+        return self._key("window", domain)
 
     def slots_key(self, domain: str) -> str:
         """Who holds the domain's in-flight slots: a hash of holder → "count expiry" (throttling/slots.py)."""
-        return f"{self.prefix}:slots:{domain}"
+        return self._key("slots", domain)
+
+    def loaded_key(self, domain: str) -> str:
+        """On a cluster, the copy of the rule mirror's freshness marker in a registered domain's slot."""
+        return f"{self.prefix}:loaded:{hash_tag(registered_domain(domain))}"
 
     def slots_domain(self, host: str, decision: Decision) -> str:
         """Whose slots a granted take counted against: the exact host's when its own rule decided, else the domain's."""
@@ -108,36 +127,65 @@ class TokenBuckets:
         return host if decision.rule == "host" else registered_domain(host)
 
     def _call(
-        self, host: str, egress: str, mode: str, pause: float = 0.0, tokens: int = 1, holder: str = ""
-    ) -> tuple[list[str], list[Any]]:
+        self,
+        host: str,
+        egress: str,
+        mode: str,
+        pause: float = 0.0,
+        tokens: int = 1,
+        holder: str = "",
+        cluster: bool = False,
+    ) -> tuple[tuple[str, ...], list[Any]]:
+        args = [mode, _as_rule(self.defaults), pause, tokens, holder, self.slot_lease, SLOT_POLL_MS]
+        return self._keys(host, egress, cluster), args
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - a few TokenBuckets per process, each asked for a few hosts
+    def _keys(self, host: str, egress: str, cluster: bool) -> tuple[str, ...]:
+        """The script's KEYS for a host: built once per (host, egress IP), not for every request."""
         host = host.lower().rstrip(".")
         domain = registered_domain(host)
-        keys = [self.rule_key(host), self.rule_key(domain), self.rules_loaded_key]
+        keys = [self.rule_key(host), self.rule_key(domain), self.loaded_key(host) if cluster else self.rules_loaded_key]
         keys += [self.bucket_key(host), self.bucket_key(host, egress)]
         keys += [self.bucket_key(domain), self.bucket_key(domain, egress)]
         keys += [self.state_key(host), self.state_key(domain), self.slots_key(host), self.slots_key(domain)]
-        d = self.defaults
-        args = [mode, d.rate * d.scale, d.burst, d.ip_rate * d.scale, d.ip_burst, pause, int(d.adaptive), tokens]
-        args += [holder, self.slot_lease, d.concurrency, SLOT_POLL_MS]
-        return keys, args
+        return tuple(keys)
 
     def take(self, client: redis.Redis, *, host: str, egress: str, tokens: int = 1, holder: str = "") -> Decision:
         """Take `tokens` from both buckets, or as many as they hold (at least one), or none and say how long to wait.
 
         With a `holder` (one crawl process, throttling/slots.py), each token granted also takes one of the domain's
         in-flight slots for it, as many as are free: the holder gives them back as its requests end."""
-        return _decision(self.script.run(client, *self._call(host, egress, "take", tokens=tokens, holder=holder)))
+        call = self._call(host, egress, "take", tokens=tokens, holder=holder, cluster=on_cluster(client))
+        decision = _decision(self.script.run(client, *call))
+        # On a cluster a stale answer may only mean the domain's copy of a fresh marker ran out: copy it, ask again.
+        if decision.status == STALE and on_cluster(client) and (fresh_ms := client.pttl(self.rules_loaded_key)) > 0:
+            client.set(self.loaded_key(host), "1", px=fresh_ms)
+            decision = _decision(self.script.run(client, *call))
+        return decision
 
     async def take_async(self, client: Any, *, host: str, egress: str, tokens: int = 1, holder: str = "") -> Decision:
-        call = self._call(host, egress, "take", tokens=tokens, holder=holder)
-        return _decision(await self.script.run_async(client, *call))
+        call = self._call(host, egress, "take", tokens=tokens, holder=holder, cluster=on_cluster(client))
+        decision = _decision(await self.script.run_async(client, *call))
+        cluster_stale = decision.status == STALE and on_cluster(client)
+        if cluster_stale and (fresh_ms := await client.pttl(self.rules_loaded_key)) > 0:
+            await client.set(self.loaded_key(host), "1", px=fresh_ms)
+            decision = _decision(await self.script.run_async(client, *call))
+        return decision
 
     def pause(self, client: redis.Redis, *, host: str, seconds: float) -> float:
         """Empty the domain's bucket and refill nothing for `seconds`, for every worker. Returns the pause left."""
-        return self.script.run(client, *self._call(host, "-", "pause", seconds))[1] / 1000
+        call = self._call(host, "-", "pause", seconds, cluster=on_cluster(client))
+        return self.script.run(client, *call)[1] / 1000
 
     async def pause_async(self, client: Any, *, host: str, seconds: float) -> float:
-        return (await self.script.run_async(client, *self._call(host, "-", "pause", seconds)))[1] / 1000
+        call = self._call(host, "-", "pause", seconds, cluster=on_cluster(client))
+        return (await self.script.run_async(client, *call))[1] / 1000
+
+
+@functools.lru_cache(maxsize=64)
+def _as_rule(limits: Limits) -> str:
+    """The defaults as the script reads a rule: formatted once, not for every request."""
+    return limits.as_redis()
 
 
 def _decision(reply: list[int]) -> Decision:

@@ -16,8 +16,8 @@ from typing import Any
 import redis
 
 from project.redis import LuaScript
-from throttling.adaptive import AdaptiveConfig, AdaptiveState, Window, adapt
-from throttling.buckets import TokenBuckets, registered_domain
+from throttling.adaptive import AdaptiveConfig, AdaptiveState, Window, adapt, requeue_delay
+from throttling.buckets import Limits, TokenBuckets, registered_domain
 
 SCRIPT = Path(__file__).with_name("adaptive.lua").read_text()
 # How long a host's responses gather in a worker before one call adds them to its window (whose decisions come every
@@ -86,6 +86,21 @@ class AdaptiveController:
         state = adapt(AdaptiveState.from_redis(client.get(key)), _window(reply), self.config)
         client.set(key, state.as_redis(), ex=STATE_TTL)
         return state
+
+    async def requeue_delay_async(
+        self, client: Any, *, host: str, requeues: int, retry_after: float | None
+    ) -> float | None:
+        """Seconds a refused request of `host` waits in the frontier before its `requeues`-th try, or None when the
+        rule that governs the host is not adaptive (its owner chose the configured rate whatever happens: Scrapy's
+        retries apply as they would without Trawl) or the page was re-queued `config.requeues` times already."""
+        if requeues > self.config.requeues:
+            return None
+        host = host.lower().rstrip(".")
+        rules = await client.mget(self.buckets.rule_key(host), self.buckets.rule_key(registered_domain(host)))
+        rule = next((Limits.from_redis(value) for value in rules if value), self.buckets.defaults)
+        if not rule.adaptive:
+            return None
+        return requeue_delay(requeues, retry_after=retry_after, config=self.config)
 
 
 def _window(reply: list[Any]) -> Window:

@@ -89,3 +89,13 @@ def throttle_options() -> dict[str, Any]:
         "max_pause": float(django_settings.TRAWL_THROTTLE_MAX_PAUSE),
         "patience": float(django_settings.TRAWL_INFRA_PATIENCE_SECONDS),
     }
+
+
+def requeue_options() -> dict[str, Any]:
+    """PoliteRequeueMiddleware's arguments: off with the throttle or the adaptive controller, project-wide."""
+    from throttling.services import throttle_controller
+
+    controller = throttle_controller() if django_settings.TRAWL_THROTTLE_ENABLED else None
+    if controller is None:
+        raise NotConfigured  # no controller to choose a delay: Scrapy's retries, as before
+    return {"controller": controller, "redis_url": django_settings.REDIS_URL}

@@ -15,7 +15,6 @@ from dataclasses import replace
 from typing import Any
 
 import redis
-import redis.asyncio
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -23,6 +22,7 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 
 from project.errors import InfrastructureUnavailable
+from project.redis import redis_client
 from throttling.buckets import BLOCKED, GRANTED, STALE, WAIT, Decision, TokenBuckets, retry_after_seconds
 from throttling.controller import OBSERVE_SECONDS, AdaptiveController, Observed, is_error
 from throttling.crawling import (
@@ -281,9 +281,7 @@ class ThrottleMiddleware:
         # One client per event loop: redis.asyncio connections belong to the loop that opened them.
         loop = asyncio.get_running_loop()
         if self._redis is None or self._loop is not loop:
-            self._redis = redis.asyncio.Redis.from_url(
-                self.redis_url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5
-            )
+            self._redis = redis_client(self.redis_url, asyncio=True)
             self._loop = loop
         return self._redis
 

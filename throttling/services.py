@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from project.errors import TrawlError
-from project.redis import get_redis, redis_key
+from project.redis import get_redis, mget_across_slots, redis_key
 from throttling.adaptive import AdaptiveConfig, AdaptiveState
 from throttling.buckets import Limits, TokenBuckets, registered_domain
 from throttling.controller import AdaptiveController
@@ -135,19 +135,28 @@ def throttle_delete(*, throttle: DomainThrottle) -> None:
 
 
 def throttle_publish(*, domain: str, limits: Limits | None, previous: str | None = None) -> None:
-    """Mirror one rule into Redis (None removes it). Bumping the version aborts a full reload running meanwhile."""
-    buckets = throttle_buckets()
-    with get_redis().pipeline(transaction=True) as pipe:
+    """Mirror one rule into Redis (None removes it).
+
+    The version goes up before the rule is written: a full reload that read the database before this rule was there
+    either sees the new version and loads again, or finished writing before this rule is written. The rule and the
+    mirror's bookkeeping live in different Redis Cluster slots, hence two steps, never one transaction."""
+    buckets, client = throttle_buckets(), get_redis()
+    with client.pipeline(transaction=True) as pipe:
+        pipe.incr(buckets.version_key)
         if previous and previous != domain:
-            pipe.delete(buckets.rule_key(previous))
             pipe.srem(buckets.rules_index_key, previous)
         if limits is None:
-            pipe.delete(buckets.rule_key(domain))
             pipe.srem(buckets.rules_index_key, domain)
         else:
-            pipe.set(buckets.rule_key(domain), limits.as_redis())
             pipe.sadd(buckets.rules_index_key, domain)
-        pipe.incr(buckets.version_key)
+        pipe.execute()
+    with client.pipeline(transaction=False) as pipe:
+        if previous and previous != domain:
+            pipe.delete(buckets.rule_key(previous))
+        if limits is None:
+            pipe.delete(buckets.rule_key(domain))
+        else:
+            pipe.set(buckets.rule_key(domain), limits.as_redis())
         pipe.execute()
     logger.info("throttle rule published domain=%s limits=%s", domain, limits)
 
@@ -156,7 +165,9 @@ def throttle_rules_load() -> bool:
     """Mirror every rule into Redis and mark the mirror fresh for TRAWL_THROTTLE_RULES_TTL seconds.
 
     Called by a worker whose bucket script found no fresh mirror. Only one process loads at a time; the others get
-    False and ask the script again shortly. A rule published while we read the database makes us read it again.
+    False and ask the script again shortly. The rules are written first (each in its domain's slot), then the index
+    and the freshness marker, only if no rule was published meanwhile (the version did not move): else we read the
+    database and write everything again.
     """
     client, buckets = get_redis(), throttle_buckets()
     lock = f"{buckets.prefix}:loading"
@@ -164,16 +175,21 @@ def throttle_rules_load() -> bool:
         return False
     try:
         while True:
+            version = client.get(buckets.version_key)
+            rules = {row.domain: throttle_limits(row) for row in DomainThrottle.objects.all()}
+            gone = set(client.smembers(buckets.rules_index_key)) - set(rules)
+            with client.pipeline(transaction=False) as pipe:
+                for domain in gone:
+                    pipe.delete(buckets.rule_key(domain))
+                for domain, limits in rules.items():
+                    pipe.set(buckets.rule_key(domain), limits.as_redis())
+                pipe.execute()
             with client.pipeline(transaction=True) as pipe:
                 try:
                     pipe.watch(buckets.version_key)
-                    rules = {row.domain: throttle_limits(row) for row in DomainThrottle.objects.all()}
-                    gone = set(pipe.smembers(buckets.rules_index_key)) - set(rules)
+                    if pipe.get(buckets.version_key) != version:
+                        continue
                     pipe.multi()
-                    for domain in gone:
-                        pipe.delete(buckets.rule_key(domain))
-                    for domain, limits in rules.items():
-                        pipe.set(buckets.rule_key(domain), limits.as_redis())
                     pipe.delete(buckets.rules_index_key)
                     if rules:
                         pipe.sadd(buckets.rules_index_key, *rules)
@@ -193,7 +209,7 @@ def throttle_adaptive_states(domains: list[str]) -> dict[str, AdaptiveState]:
         return {}
     buckets = throttle_buckets()
     try:
-        values = get_redis().mget([buckets.state_key(domain) for domain in domains])
+        values = mget_across_slots(get_redis(), [buckets.state_key(domain) for domain in domains])
     except redis.RedisError:
         return {domain: AdaptiveState() for domain in domains}
     return {domain: AdaptiveState.from_redis(value) for domain, value in zip(domains, values, strict=True)}
@@ -218,16 +234,16 @@ def throttle_effective(throttle: DomainThrottle, state: AdaptiveState | None = N
 def throttle_adaptive_report() -> list[dict[str, Any]]:
     """Every domain the controller holds below its configured rate now (rules and unruled domains alike)."""
     client, buckets = get_redis(), throttle_buckets()
-    prefix = buckets.state_key("")
     try:
-        keys = sorted(client.scan_iter(f"{prefix}*", count=1000))
-        values = client.mget(keys) if keys else []
+        keys = sorted(client.scan_iter(f"{buckets.prefix}:adaptive:*", count=1000))
+        values = mget_across_slots(client, keys) if keys else []
     except redis.RedisError:
         return []
-    rules = {row.domain: row for row in DomainThrottle.objects.filter(domain__in=[k[len(prefix) :] for k in keys])}
+    domains = [buckets.domain_of_key(key) for key in keys]
+    rules = {row.domain: row for row in DomainThrottle.objects.filter(domain__in=domains)}
     report = []
-    for key, value in zip(keys, values, strict=True):
-        domain, state = key[len(prefix) :], AdaptiveState.from_redis(value)
+    for domain, value in zip(domains, values, strict=True):
+        state = AdaptiveState.from_redis(value)
         rule = rules.get(domain)
         if rule is not None and not rule.adaptive:
             continue

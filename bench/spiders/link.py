@@ -1,7 +1,8 @@
 """Plain Scrapy twin of Trawl's built-in `link` spider, for `scrapy runspider`: the baseline of bench/crawl.py.
 
 Same crawl logic (one item per page, follow links on the start host up to `maxdepth`), no Trawl code.
-`-a stats_path=FILE` writes Scrapy's final stats there as JSON when the spider closes.
+`-a stats_path=FILE` writes Scrapy's final stats there as JSON when the spider closes; `-a render=1` asks
+scrapy-playwright to render every request (`meta={"playwright": True}`: the baseline of bench/render.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 class LinkSpider(scrapy.Spider):
     name = "bench_link"
 
-    def __init__(self, url: str, maxdepth: str = "0", stats_path: str = "", **kwargs) -> None:
+    def __init__(self, url: str, maxdepth: str = "0", stats_path: str = "", render: str = "", **kwargs) -> None:
         # The crawl starts here, when the crawler creates its spider (as for Trawl, whose clock runs from the claim):
         # interpreter start and imports are not counted.
         self.wall_at_init, self.cpu_at_init = time.monotonic(), time.process_time()
@@ -28,10 +29,11 @@ class LinkSpider(scrapy.Spider):
         self.allowed_domains = [self.host]  # as Trawl's spider sets it, so the offsite middleware does the same work
         self.stats_path = stats_path
         self.links = LinkExtractor(deny_extensions=IGNORED_EXTENSIONS)
+        self.meta = {"playwright": True} if render else {}
 
     async def start(self):
         for url in self.start_urls:
-            yield scrapy.Request(url, meta={"trawl_depth": 0})
+            yield scrapy.Request(url, meta={"trawl_depth": 0, **self.meta})
 
     def parse(self, response):
         depth = response.meta.get("trawl_depth", 0)
@@ -43,7 +45,7 @@ class LinkSpider(scrapy.Spider):
         for link in self.links.extract_links(response):
             host = (urlsplit(link.url).hostname or "").lower()
             if host == self.host or host.endswith(f".{self.host}"):
-                yield scrapy.Request(link.url, meta={"trawl_depth": depth + 1})
+                yield scrapy.Request(link.url, meta={"trawl_depth": depth + 1, **self.meta})
 
     def closed(self, reason: str) -> None:
         if not self.stats_path:

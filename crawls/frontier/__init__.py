@@ -2,6 +2,9 @@
 
 - `queue`: the frontier, a sorted set of serialized requests (score = -priority; an 8-byte sequence number in front
   of each member keeps equal priorities first in, first out and makes every member unique).
+- `delayed`: requests kept back until they are due (score = due time in ms, Redis time; their priority score in
+  `delayedscore`): pages a site refused, sent back for later (throttling/requeue.py). Still the job's work: the job
+  does not end while one waits, a resumed attempt finds them, and they join `queue` when due.
 - `seen`: the seen-set of request fingerprints, 12 bytes each (96 bits of Scrapy's SHA-1 fingerprint).
 - `inflight:<attempt>:<shard>`: the requests a shard took from the queue and has not finished (member → score),
   held under the shard's lease in `shards` (member `<attempt>:<shard>`, score = lease expiry in ms, Redis time).

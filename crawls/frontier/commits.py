@@ -8,31 +8,46 @@ It answers -1 (ENDED) when the job has ended meanwhile (another shard ended it: 
 
 from __future__ import annotations
 
-# KEYS: seen, queue, seq, wal, inflight, members, shards, epoch, ended. ARGV: ttl ms, me, k, epoch, n, then n
-# requests as (fingerprint ('' = do not filter), score, payload), then m, m items, then the members of the requests
-# done. In this order: queue each request unless its fingerprint was seen, write the items ahead, take the done
-# requests out of flight, and take up to k of the most urgent queued requests into flight (`members` names every
-# shard that ever held one, so the job's end finds all their keys) — unless this shard no longer holds a lease: a
-# shard that was reclaimed (a late commit of a warm shutdown, say) must not take requests nobody would reclaim again.
-# Returns {1 (queued) or 0 (seen) for each request, the requests taken, the queue's length}, or ENDED / LOST without
-# writing anything.
+# KEYS: seen, queue, seq, wal, inflight, members, shards, epoch, ended, delayed, delayed scores. ARGV: ttl ms, me, k,
+# epoch, n, then n requests as (fingerprint ('' = do not filter), score, delay ms, payload), then m, m items, then the
+# members of the requests done. In this order: queue each request unless its fingerprint was seen (one with a delay
+# waits in `delayed`, scored by when it is due, its priority kept in `delayed scores`: a page the site refused, sent
+# back by throttling/requeue.py), write the items ahead, take the done requests out of flight, move the delayed
+# requests that are due into the queue, and take up to k of the most urgent queued requests into flight (`members`
+# names every shard that ever held one, so the job's end finds all their keys) — unless this shard no longer holds a
+# lease: a shard that was reclaimed (a late commit of a warm shutdown, say) must not take requests nobody would
+# reclaim again. Returns {1 (queued) or 0 (seen) for each request, the requests taken, the queue's length, the
+# delayed requests, ms until the next of them is due (-1: none)}, or ENDED / LOST without writing anything.
 COMMIT = """
 if redis.call('GET', KEYS[8]) ~= ARGV[4] then return redis.call('EXISTS', KEYS[9]) == 1 and -1 or -2 end
 local ttl, me, k, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
-local queued, at = {}, 6
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local queued, at, delayed = {}, 6, 0
 for r = 1, n do
   local fingerprint = ARGV[at]
   if fingerprint ~= '' and redis.call('SADD', KEYS[1], fingerprint) == 0 then
     queued[r] = 0
   else
-    local seq = redis.call('INCR', KEYS[3])
-    redis.call('ZADD', KEYS[2], ARGV[at + 1], struct.pack('>I8', seq) .. ARGV[at + 2])
+    local member = struct.pack('>I8', redis.call('INCR', KEYS[3])) .. ARGV[at + 3]
+    local delay = tonumber(ARGV[at + 2])
+    if delay > 0 then
+      redis.call('ZADD', KEYS[10], now + delay, member)
+      redis.call('HSET', KEYS[11], member, ARGV[at + 1])
+      delayed = delayed + 1
+    else
+      redis.call('ZADD', KEYS[2], ARGV[at + 1], member)
+    end
     queued[r] = 1
   end
-  at = at + 3
+  at = at + 4
 end
 if n > 0 then
   for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+if delayed > 0 then
+  redis.call('PEXPIRE', KEYS[10], ttl)
+  redis.call('PEXPIRE', KEYS[11], ttl)
 end
 local m = tonumber(ARGV[at])
 at = at + 1
@@ -43,6 +58,15 @@ if m > 0 then redis.call('PEXPIRE', KEYS[4], ttl) end
 at = at + m
 for i = at, #ARGV, 1000 do
   redis.call('HDEL', KEYS[5], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+local due = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', now, 'LIMIT', 0, 1000)
+for _, member in ipairs(due) do
+  redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[11], member) or 0, member)
+end
+if #due > 0 then
+  redis.call('ZREM', KEYS[10], unpack(due))
+  redis.call('HDEL', KEYS[11], unpack(due))
+  redis.call('PEXPIRE', KEYS[2], ttl)
 end
 local taken = {}
 if k > 0 and redis.call('ZSCORE', KEYS[7], me) then
@@ -57,7 +81,10 @@ if k > 0 and redis.call('ZSCORE', KEYS[7], me) then
     redis.call('PEXPIRE', KEYS[6], ttl)
   end
 end
-return {queued, taken, redis.call('ZCARD', KEYS[2])}
+local next_due = redis.call('ZRANGE', KEYS[10], 0, 0, 'WITHSCORES')
+local wait = -1
+if #next_due > 0 then wait = math.max(0, tonumber(next_due[2]) - now) end
+return {queued, taken, redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[10]), wait}
 """
 
 # KEYS: wal, walstored, progress, epoch, ended. ARGV: count, me, progress JSON ('' = none), ttl ms, epoch. `count`

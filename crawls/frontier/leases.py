@@ -23,8 +23,13 @@ logger = logging.getLogger("trawl.frontier")
 
 ENDED = -1  # the job ended: its frontier is gone for good, a late shard must not crawl anew
 LOST = -2  # the frontier's epoch is not this shard's: Redis lost it (or the job started again without this shard)
+UNDECLARED = -3  # a shard joined between the caller's read of the members and its call: read them again, call again
 
-# Shared by the scripts below. `base` is the frontier's key prefix; shard keys: base .. name .. ":" .. member.
+# Shared by the scripts below. `base` is the frontier's key prefix; shard keys: base .. name .. member. OPEN, RENEW and
+# FINISH touch the keys of every shard the frontier knows, so the caller passes in KEYS the shared keys (store.SHARED
+# order: KEYS[1] is base .. 'queue') and then every per-shard key of the members it read (`members` ∪ `shards` ∪ the
+# caller), and a script first checks that no shard it would touch is missing from KEYS (else UNDECLARED): every key a
+# script touches is declared, and all carry the job's hash tag, so a Redis Cluster runs them on one node.
 # reclaim(): a shard whose lease expired, or of an attempt before `attempt`, is dead: its in-flight requests go back
 # to the queue, and the items it had written ahead but not stored yet (and orphans it was storing) become orphans,
 # stored by a live shard. The shard asking (`me`) is alive whatever its lease says. Returns the requests moved.
@@ -68,8 +73,30 @@ local function reclaim(base, attempt, me)
   end
   return moved
 end
-local shared = {'queue', 'seen', 'seq', 'shards', 'members', 'progress', 'orphans'}
+-- Requests kept back for a while (throttling/requeue.py) that are due go to the queue with their priority.
+local function promote(base)
+  local due = redis.call('ZRANGEBYSCORE', base .. 'delayed', '-inf', now_ms(), 'LIMIT', 0, 1000)
+  for _, member in ipairs(due) do
+    redis.call('ZADD', base .. 'queue', redis.call('HGET', base .. 'delayedscore', member) or 0, member)
+  end
+  if #due > 0 then
+    redis.call('ZREM', base .. 'delayed', unpack(due))
+    redis.call('HDEL', base .. 'delayedscore', unpack(due))
+  end
+end
+local shared = {'queue', 'seen', 'seq', 'shards', 'members', 'progress', 'orphans', 'delayed', 'delayedscore'}
 local per_shard = {'inflight:', 'wal:', 'walstored:', 'adopting:'}
+local base = string.sub(KEYS[1], 1, -6)
+local declared = {}
+for _, key in ipairs(KEYS) do declared[key] = true end
+local function undeclared(members)
+  for _, member in ipairs(members) do
+    for _, name in ipairs(per_shard) do
+      if not declared[base .. name .. member] then return true end
+    end
+  end
+  return false
+end
 local function refresh(base, member, ttl)
   for _, name in ipairs(shared) do redis.call('PEXPIRE', base .. name, ttl) end
   redis.call('PEXPIRE', base .. 'epoch', ttl)
@@ -77,14 +104,13 @@ local function refresh(base, member, ttl)
 end
 """
 
-# ARGV: base, create ('1' or '0'), candidate epoch, ttl ms. The frontier's epoch: the one it has, else (shard 0 of
+# ARGV: -, create ('1' or '0'), candidate epoch, ttl ms. The frontier's epoch: the one it has, else (shard 0 of
 # an attempt only) `candidate`, written after deleting whatever is left without an epoch (keys that outlived a loss:
 # resuming from half a frontier, a seen-set without its queue say, would skip pages). ENDED if the job ended, LOST if
 # there is no epoch and this shard may not create one.
 OPEN = (
     LIB
     + """
-local base = ARGV[1]
 if redis.call('EXISTS', base .. 'ended') == 1 then return -1 end
 local epoch = redis.call('GET', base .. 'epoch')
 if epoch then
@@ -92,7 +118,9 @@ if epoch then
   return epoch
 end
 if ARGV[2] ~= '1' then return -2 end
-for _, member in ipairs(redis.call('SMEMBERS', base .. 'members')) do
+local members = redis.call('SMEMBERS', base .. 'members')
+if undeclared(members) then return -3 end
+for _, member in ipairs(members) do
   for _, name in ipairs(per_shard) do redis.call('DEL', base .. name .. member) end
 end
 for _, name in ipairs(shared) do redis.call('DEL', base .. name) end
@@ -101,14 +129,14 @@ return ARGV[3]
 """
 )
 
-# ARGV: base, attempt, me, lease ms, ttl ms, epoch. Takes or extends this shard's lease and reclaims dead shards'
+# ARGV: -, attempt, me, lease ms, ttl ms, epoch. Takes or extends this shard's lease and reclaims dead shards'
 # work; ENDED or LOST (see above) instead.
 RENEW = (
     LIB
     + """
-local base = ARGV[1]
 if redis.call('EXISTS', base .. 'ended') == 1 then return -1 end
 if lost(base, ARGV[6]) then return -2 end
+if undeclared({ARGV[3], unpack(redis.call('ZRANGE', base .. 'shards', 0, -1))}) then return -3 end
 local moved = reclaim(base, tonumber(ARGV[2]), ARGV[3])
 redis.call('ZADD', base .. 'shards', now_ms() + tonumber(ARGV[4]), ARGV[3])
 redis.call('SADD', base .. 'members', ARGV[3])
@@ -117,18 +145,21 @@ return moved
 """
 )
 
-# ARGV: base, attempt, me, epoch. "work" (the queue has requests), "wait" (a shard holds requests, or items not
-# stored yet, or there are orphans to store), "ended" (the job has ended), "lost" (the epoch is not this shard's),
-# else this shard leaves: "last" if no other shard is left, "done" otherwise.
+# ARGV: -, attempt, me, epoch. "work" (the queue has requests, kept-back ones now due included), "wait" (a shard
+# holds requests, or items not stored yet, or there are orphans to store, or requests kept back until later),
+# "ended" (the job has ended), "lost" (the epoch is not this shard's), else this shard leaves: "last" if no other
+# shard is left, "done" otherwise.
 FINISH = (
     LIB
     + """
-local base, me = ARGV[1], ARGV[3]
+local me = ARGV[3]
 if redis.call('EXISTS', base .. 'ended') == 1 then return 'ended' end
 if lost(base, ARGV[4]) then return 'lost' end
+if undeclared({me, unpack(redis.call('ZRANGE', base .. 'shards', 0, -1))}) then return -3 end
 reclaim(base, tonumber(ARGV[2]), me)
+promote(base)
 if redis.call('ZCARD', base .. 'queue') > 0 then return 'work' end
-if redis.call('LLEN', base .. 'orphans') > 0 then return 'wait' end
+if redis.call('LLEN', base .. 'orphans') > 0 or redis.call('ZCARD', base .. 'delayed') > 0 then return 'wait' end
 for _, member in ipairs(redis.call('ZRANGE', base .. 'shards', 0, -1)) do
   if redis.call('HLEN', base .. 'inflight:' .. member) > 0 or unstored(base, member) > 0
      or redis.call('LLEN', base .. 'adopting:' .. member) > 0 then

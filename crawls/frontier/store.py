@@ -13,13 +13,28 @@ import redis.asyncio
 from django.conf import settings
 
 from crawls.frontier import commits, leases
-from crawls.frontier.leases import ENDED, LOST
+from crawls.frontier.leases import ENDED, LOST, UNDECLARED
 from project.errors import InfrastructureUnavailable
-from project.redis import redis_key
+from project.redis import hash_tag, redis_client, redis_key
 
 FINGERPRINT_BYTES = 12
-SHARED = ("queue", "seen", "seq", "shards", "members", "progress", "orphans", "epoch", "ended")
+SHARED = (
+    "queue",
+    "seen",
+    "seq",
+    "shards",
+    "members",
+    "progress",
+    "orphans",
+    "epoch",
+    "ended",
+    "delayed",
+    "delayedscore",
+)
 PER_SHARD = ("inflight", "wal", "walstored", "adopting")
+# A script answers UNDECLARED only when a shard joined between reading the members and the call; a few more reads
+# always settle it (shards join once each).
+_DECLARE_TRIES = 20
 
 
 class FrontierLost(InfrastructureUnavailable):
@@ -35,14 +50,12 @@ class FrontierEnded(FrontierLost):
 @functools.cache
 def binary_redis() -> redis.Redis:
     """Frontier members and fingerprints are bytes: a client that does not decode replies."""
-    return redis.Redis.from_url(
-        settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5, health_check_interval=30, retry_on_timeout=True
-    )
+    return redis_client(decode=False, health_check_interval=30, retry_on_timeout=True)
 
 
 def async_binary_redis() -> redis.asyncio.Redis:
     """binary_redis for an event loop (a crawl's reactor): the caller owns it and closes it on that loop."""
-    return redis.asyncio.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5)
+    return redis_client(decode=False, asyncio=True)
 
 
 @functools.cache
@@ -69,11 +82,14 @@ class Committed:
     queued: list[bool]  # for each request sent: queued (True) or seen before (False)
     taken: list[bytes]  # requests taken into flight
     pending: int  # requests left in the queue
+    delayed: int = 0  # requests kept back until they are due (a site refused them)
+    next_due: float | None = None  # seconds until the first of them is due
 
     @classmethod
     def of(cls, reply: Any) -> Committed:
-        queued, taken, pending = reply
-        return cls([bool(flag) for flag in queued], list(taken), int(pending))
+        queued, taken, pending, delayed, wait_ms = reply
+        next_due = int(wait_ms) / 1000 if int(wait_ms) >= 0 else None
+        return cls([bool(flag) for flag in queued], list(taken), int(pending), int(delayed), next_due)
 
 
 class Frontier:
@@ -88,7 +104,7 @@ class Frontier:
         self.attempt = int(attempt)
         self.shard = int(shard)
         self.member = f"{self.attempt}:{self.shard}"
-        self.base = redis_key("frontier", self.job_id, "")
+        self.base = redis_key("frontier", hash_tag(self.job_id), "")
         self.inflight = self.mine("inflight")
         self.redis = binary_redis()
         self.ttl_ms = int(settings.TRAWL_FRONTIER_TTL_SECONDS * 1000)
@@ -106,7 +122,7 @@ class Frontier:
     def open(self, *, create: bool = True) -> str:
         """The frontier's epoch: the one it has, else a new one if `create` (shard 0 of an attempt: a fresh frontier,
         the crawl starts again from its start URL). "" if the job has ended; FrontierLost if there is none to join."""
-        result = _scripts()["open"](keys=[], args=[self.base, int(create), uuid.uuid4().hex, self.ttl_ms])
+        result = self._run_declared("open", ["-", int(create), uuid.uuid4().hex, self.ttl_ms])
         if result == ENDED:
             return ""
         self._check(result)
@@ -128,14 +144,15 @@ class Frontier:
     def commit(
         self,
         *,
-        requests: list[tuple[bytes, int, bytes | None]] = (),
+        requests: list[tuple] = (),
         items: list[bytes] = (),
         done: list[bytes] = (),
         take: int = 0,
     ) -> Committed:
-        """In one script call and in this order: queue `requests` (payload, priority, fingerprint) unless seen, write
-        `items` ahead to this shard's log, take the `done` requests out of flight, and take up to `take` of the most
-        urgent queued requests into flight. So a request leaves flight only once what it yielded is in Redis."""
+        """In one script call and in this order: queue `requests` (payload, priority, fingerprint[, seconds to keep it
+        back]) unless seen, write `items` ahead to this shard's log, take the `done` requests out of flight, move the
+        kept-back requests that are due into the queue, and take up to `take` of the most urgent queued requests into
+        flight. So a request leaves flight only once what it yielded is in Redis."""
         self._opened()
         keys, args = self._commit_call(requests=requests, items=items, done=done, take=take)
         return Committed.of(self._check(_scripts()["commit"](keys=keys, args=args)))
@@ -144,7 +161,7 @@ class Frontier:
         self,
         client: redis.asyncio.Redis,
         *,
-        requests: list[tuple[bytes, int, bytes | None]] = (),
+        requests: list[tuple] = (),
         items: list[bytes] = (),
         done: list[bytes] = (),
         take: int = 0,
@@ -158,13 +175,14 @@ class Frontier:
         return Committed.of(self._check(await self.async_commit(keys=keys, args=args)))
 
     def _commit_call(
-        self, *, requests: list[tuple[bytes, int, bytes | None]], items: list[bytes], done: list[bytes], take: int
+        self, *, requests: list[tuple], items: list[bytes], done: list[bytes], take: int
     ) -> tuple[list[str], list[Any]]:
         keys = [self.key("seen"), self.key("queue"), self.key("seq"), self.mine("wal"), self.inflight]
         keys += [self.key("members"), self.key("shards"), self.key("epoch"), self.key("ended")]
+        keys += [self.key("delayed"), self.key("delayedscore")]
         args: list[Any] = [self.ttl_ms, self.member, take, self.epoch, len(requests)]
-        for payload, priority, fingerprint in requests:
-            args += (fingerprint or b"", -int(priority), payload)
+        for payload, priority, fingerprint, *delay in requests:  # delay: seconds to keep it back (optional)
+            args += (fingerprint or b"", -int(priority), round(delay[0] * 1000) if delay else 0, payload)
         return keys, [*args, len(items), *items, *done]
 
     def push(self, payload: bytes, *, priority: int = 0, fingerprint: bytes | None = None) -> bool:
@@ -207,17 +225,29 @@ class Frontier:
         if the job has ended. Safe from any thread (leases.LeaseKeeper calls it)."""
         if not self._opened():
             return ENDED
-        args = [self.base, self.attempt, self.member, self.lease_ms, self.ttl_ms, self.epoch]
-        result = _scripts()["renew"](keys=[], args=args)
+        args = ["-", self.attempt, self.member, self.lease_ms, self.ttl_ms, self.epoch]
+        result = self._run_declared("renew", args)
         return ENDED if result == ENDED else int(self._check(result))
 
     def try_finish(self) -> str:
         """`work`, `wait`, `ended`, `lost`, or (leaving the job) `done` / `last` — see leases.FINISH."""
         self._opened()
-        result = _scripts()["finish"](keys=[], args=[self.base, self.attempt, self.member, self.epoch])
+        result = self._run_declared("finish", ["-", self.attempt, self.member, self.epoch])
         verdict = result.decode() if isinstance(result, bytes) else str(result)
         self.lost = self.lost or verdict in ("lost", "ended")
         return verdict
+
+    def _run_declared(self, script: str, args: list[Any]) -> Any:
+        """Run a script that touches every shard's keys (leases.OPEN, RENEW, FINISH), all of them passed in KEYS."""
+        for _ in range(_DECLARE_TRIES):
+            with self.redis.pipeline(transaction=False) as pipe:
+                known, leased = pipe.smembers(self.key("members")).zrange(self.key("shards"), 0, -1).execute()
+            members = sorted({self.member, *(m.decode() for m in (*known, *leased))})
+            keys = [self.key(name) for name in SHARED] + [self.mine(name, m) for m in members for name in PER_SHARD]
+            result = _scripts()[script](keys=keys, args=args)
+            if result != UNDECLARED:
+                return result
+        raise redis.RedisError(f"the shards of job {self.job_id} kept changing while {script} ran; try again")
 
     def release(self) -> int:
         """Put this shard's in-flight requests back in the queue (warm shutdown); its lease runs out by itself."""

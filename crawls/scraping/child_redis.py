@@ -28,7 +28,7 @@ import redis
 from django.conf import settings
 
 from project.installation import installation_id
-from project.redis import get_redis, redis_key
+from project.redis import get_redis, hash_tag, redis_key
 
 logger = logging.getLogger("trawl.packages")
 # Applied in order after `reset` (which denies everything): the child's data commands, then the exceptions.
@@ -107,7 +107,7 @@ def child_key_patterns(crawl: dict[str, Any]) -> list[str]:
     pickled requests, which the shards of that job (perhaps in-process, with the worker's secrets) unpickle."""
     patterns = [redis_key("throttle", "*")]
     if job := (crawl.get("TRAWL_FRONTIER") or {}).get("job"):
-        patterns.append(redis_key("frontier", job, "*"))
+        patterns.append(redis_key("frontier", hash_tag(job), "*"))
     if scope := crawl.get("TRAWL_INCREMENTAL_SCOPE"):
         patterns.append(f"{scope}:*")
     return patterns

@@ -20,7 +20,7 @@ import logging
 import zlib
 from typing import Any
 
-import redis.asyncio
+import redis
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.httpcache import HttpCacheMiddleware
@@ -29,6 +29,8 @@ from scrapy.extensions.httpcache import RFC2616Policy
 from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
 from scrapy.settings import BaseSettings
+
+from project.redis import redis_client
 
 SCOPE_SETTING = "TRAWL_INCREMENTAL_SCOPE"  # the Redis key prefix of this crawl's cache; set by the runner
 STATS = "incremental"
@@ -128,7 +130,7 @@ class RedisCacheStorage:
     async def client(self) -> Any:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            self._client = redis.asyncio.Redis.from_url(self.redis_url, socket_timeout=5, socket_connect_timeout=5)
+            self._client = redis_client(self.redis_url, decode=False, asyncio=True)
             self._loop = loop
         return self._client
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import redis.asyncio
 from scrapy.crawler import Crawler
 
 from crawls.scraping.incremental import SCOPE_SETTING, incremental_on
+from project.redis import redis_client
 
 
 def lastmod_value(text: str) -> datetime | None:
@@ -44,7 +44,7 @@ class LastmodMemory:
         return cls(redis_url=django_settings.REDIS_URL, key=key, ttl=ttl)
 
     async def load(self) -> None:
-        client = redis.asyncio.Redis.from_url(self.redis_url, decode_responses=True, socket_timeout=5)
+        client = redis_client(self.redis_url, asyncio=True)
         try:
             stored = await client.hgetall(self.key)
         finally:
@@ -63,7 +63,7 @@ class LastmodMemory:
     async def save(self) -> None:
         if not self.seen:
             return
-        client = redis.asyncio.Redis.from_url(self.redis_url, decode_responses=True, socket_timeout=5)
+        client = redis_client(self.redis_url, asyncio=True)
         try:
             async with client.pipeline(transaction=True) as pipe:
                 pipe.hset(self.key, mapping=self.seen)

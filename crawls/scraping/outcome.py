@@ -69,6 +69,10 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
             for key, value in scrapy_stats.items()
             if key.startswith("incremental/")
         },
+        # Rendered crawls (docs/rendering.md): pages, seconds, subrequests_blocked, resources_skipped, wait_timeouts.
+        "render": {
+            key.removeprefix("render/"): value for key, value in scrapy_stats.items() if key.startswith("render/")
+        },
     }
 
 
@@ -99,6 +103,9 @@ def classify(
     refused = stats.get("refused_private", 0)
     blocks = stats.get("blocks") or {}
     blocked, responses = blocks.get("blocked", 0), blocks.get("checked", blocks.get("responses", 0))
+    # A 429 whose page the throttle sent back for later (throttling/requeue.py) was answered again: not a block.
+    polite = (stats.get("throttle") or {}).get("requeued_429", 0)
+    blocked, responses = max(0, blocked - polite), max(0, responses - polite)
     if blocked and blocked_share(responses=responses, blocked=blocked) >= block_share:
         captchas = f", {blocks['captcha']} captcha page(s)" if blocks.get("captcha") else ""
         return CrawlVerdict(ErrorClass.BLOCKED, f"the site blocked {blocked} of {responses} responses{captchas}")

@@ -23,12 +23,9 @@ import asyncio
 import json
 import logging
 import pickle
-import time
 from collections import OrderedDict, deque
 from typing import Any
 
-import redis
-from django.conf import settings as django_settings
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import DontCloseSpider
@@ -39,6 +36,8 @@ from crawls.scraping.dupefilter import FrontierDupeFilter, frontier_for
 from crawls.scraping.engine_hooks import on_request_finished, poke_engine_later, store_wanted, wake_engine
 from crawls.scraping.handoff import HANDOFF, handoff_missing, item_passed
 from crawls.scraping.lease import ShardLease
+from crawls.scraping.patient import commit_patiently
+from throttling.requeue import DELAY_META
 
 logger = logging.getLogger("trawl.frontier")
 
@@ -47,7 +46,6 @@ IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (S
 # taking one costs no unpickling: as Scrapy's memory queue does, it gets back the object it queued. Beyond this many
 # (the oldest go first), or when another shard or attempt takes them, they are rebuilt from Redis.
 REQUESTS_KEPT_MAX = 10_000
-COMMIT_RETRY_MAX_PAUSE = 2.0  # seconds between tries of a commit while Redis is away (TRAWL_INFRA_PATIENCE_SECONDS)
 # Names other modules import from here: the DUPEFILTER_CLASS setting names this module, the runner and the child wake
 # the engine and listen for store_wanted.
 __all__ = ("FrontierDupeFilter", "FrontierScheduler", "frontier_for", "store_wanted", "wake_engine")
@@ -73,7 +71,8 @@ class FrontierScheduler(BaseScheduler):
         self.failed = False  # a commit gave up (Redis away too long, or a bug): the crawl stops, nothing more is sent
         # Requests accepted but not yet in Redis: sent together at the end of this reactor turn (one round trip
         # for all the links of a page), and always before the request that yielded them is acknowledged.
-        self.outbox: list[tuple[bytes, int, bytes | None]] = []
+        # A request sent back with a delay (DELAY_META: a page the site refused) waits in the frontier that long.
+        self.outbox: list[tuple[bytes, int, bytes | None, float]] = []
         self.items: list[bytes] = []  # items scraped, to write ahead with the requests that yielded them
         self.done: list[bytes] = []  # requests the engine is done with, to take out of flight with what they yielded
         self.flush_call: Any = None
@@ -83,6 +82,7 @@ class FrontierScheduler(BaseScheduler):
         self.lease = ShardLease(crawler, frontier)  # renewed beside the reactor; knows when the frontier is lost
         self.leave = ""  # "done" / "last" once this shard left the job
         self.poke: Any = None  # the pending call that wakes an idle engine
+        self.due_call: Any = None  # the pending call that looks for kept-back requests when the next is due
         # Fingerprints this shard knows are in the seen-set (it only grows): most links point at pages already
         # seen, and those are dropped here without a round trip to Redis.
         self.known: set[bytes] = set()
@@ -111,8 +111,9 @@ class FrontierScheduler(BaseScheduler):
         self.closing = True  # take nothing more into flight
         self._send_outbox()
         self.lease.stop()
-        if self.poke is not None and self.poke.active():
-            self.poke.cancel()
+        for call in (self.poke, self.due_call):
+            if call is not None and call.active():
+                call.cancel()
         return deferred_from_coro(self._closed())
 
     async def _closed(self) -> None:
@@ -132,6 +133,7 @@ class FrontierScheduler(BaseScheduler):
                 self.df.log(request, self.spider)
                 return False
             self.known.add(fingerprint)
+        delay = float(request.meta.pop(DELAY_META, 0) or 0)  # once: a copy of this request is not kept back again
         try:
             payload = pickle.dumps(request.to_dict(spider=self.spider), protocol=pickle.HIGHEST_PROTOCOL)
         except (ValueError, TypeError, AttributeError, pickle.PicklingError) as exc:
@@ -143,7 +145,9 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/enqueued/memory")
             self.stats.inc_value("scheduler/enqueued")
             return True
-        self.outbox.append((payload, request.priority, fingerprint))
+        self.outbox.append((payload, request.priority, fingerprint, delay))
+        if delay:
+            self.stats.inc_value("scheduler/enqueued/delayed")
         if len(self.kept) >= REQUESTS_KEPT_MAX:  # the oldest are the likeliest to have gone to another shard
             self.kept.popitem(last=False)
         self.kept[payload] = request
@@ -187,33 +191,20 @@ class FrontierScheduler(BaseScheduler):
         return max(0, self.max_held - len(self.held) - len(self.taken) - self.reserved - self.acking)
 
     async def _commit(
-        self, sending: list[tuple[bytes, int, bytes | None]], items: list[bytes], done: list[bytes], take: int
+        self, sending: list[tuple[bytes, int, bytes | None, float]], items: list[bytes], done: list[bytes], take: int
     ) -> None:
         try:
             if self.client is None:
                 self.client = async_binary_redis()
-            # Redis away is waited out as everywhere in a crawl: for TRAWL_INFRA_PATIENCE_SECONDS (the crawl goes on
-            # meanwhile, this request still held).
-            give_up, pause = time.monotonic() + django_settings.TRAWL_INFRA_PATIENCE_SECONDS, 0.2
-            while True:
-                try:
-                    committed = await self.frontier.commit_async(
-                        self.client, requests=sending, items=items, done=done, take=take
-                    )
-                    break
-                except redis.RedisError as exc:
-                    if time.monotonic() >= give_up:
-                        # The job is requeued as an infrastructure fault (crawls.services.execution) and resumes from
-                        # the frontier, where the request that found these is still in flight: nothing is lost.
-                        logger.error("frontier: Redis unreachable (%s); stopping the crawl", exc)
-                        self.stats.inc_value("trawl/infrastructure_errors")
-                        self.failed = True
-                        return
-                    logger.warning("frontier: Redis unreachable (%s); trying again in %.1f s", exc, pause)
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE)
+            batch = {"requests": sending, "items": items, "done": done, "take": take}
+            committed = await commit_patiently(self.frontier, self.client, stats=self.stats, **batch)
+            if committed is None:
+                self.failed = True
+                return
             self.taken.extend(committed.taken)
             self.maybe_pending = committed.pending > 0
+            if committed.next_due is not None:
+                self._look_when_due(committed.next_due)
         except FrontierLost as exc:
             self.lease.lose("commit", ended=isinstance(exc, FrontierEnded))
             return
@@ -228,7 +219,7 @@ class FrontierScheduler(BaseScheduler):
             self.commits.discard(asyncio.current_task())
             self._send_outbox()  # what came while this one was under way
             wake_engine(self.crawler)  # requests taken, or a slot free
-        for (payload, _, _), was_queued in zip(sending, committed.queued, strict=True):
+        for (payload, *_), was_queued in zip(sending, committed.queued, strict=True):
             if not was_queued:
                 self.kept.pop(payload, None)  # seen by another shard first: never taken by this one
         queued = sum(committed.queued)
@@ -236,6 +227,19 @@ class FrontierScheduler(BaseScheduler):
         self.stats.inc_value("dupefilter/filtered", len(sending) - queued)
         self.stats.inc_value("scheduler/enqueued/redis", queued)
         self.stats.inc_value("scheduler/enqueued", queued)
+
+    def _look_when_due(self, seconds: float) -> None:
+        """Take the first kept-back request when it is due, not only when another request ends or the crawl idles
+        (every commit says when the earliest of the whole frontier is due)."""
+        from twisted.internet import reactor
+
+        if self.due_call is not None and self.due_call.active():
+            self.due_call.cancel()
+        self.due_call = reactor.callLater(seconds + 0.01, self._due)
+
+    def _due(self) -> None:
+        self.maybe_pending = True
+        self._send_outbox()
 
     def next_request(self) -> Request | None:
         if self.local:

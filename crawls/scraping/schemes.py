@@ -29,9 +29,11 @@ logger = logging.getLogger(__name__)
 SCHEMES_SETTING = "TRAWL_ALLOWED_SCHEMES"
 WEB_SCHEMES = ("http", "https")
 # The handlers of the two schemes every crawl may use: the one place they are named.
-# Connections resolve through the crawl's resolver, to the addresses the guard checked (crawls/scraping/resolver.py);
-# with the guard off and no TRAWL_DNS_SERVERS the handler is Scrapy's own.
-HTTP_DOWNLOAD_HANDLERS = {scheme: "crawls.scraping.handlers.CheckedHTTPDownloadHandler" for scheme in ("http", "https")}
+# Requests it renders go through Chromium (crawls/scraping/rendering/handler.py); the others connect through the
+# crawl's resolver, to the addresses the guard checked (crawls/scraping/resolver.py).
+HTTP_DOWNLOAD_HANDLERS = {
+    scheme: "crawls.scraping.rendering.handler.RenderingDownloadHandler" for scheme in ("http", "https")
+}
 GATE = "crawls.scraping.schemes.SchemeGate"
 GATE_ORDER = -(10**9)  # before every other downloader middleware, Scrapy's and a version's
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

@@ -34,6 +34,7 @@ def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, 
     with_trawl_components(merged)
     if job.source_id:
         _incremental(merged, job)
+    _rendering(merged, job)
     merged.update(ENFORCED)
     with_schemes(merged)
     # The guard's switch is set here (its place in the chain by with_trawl_components).
@@ -90,3 +91,38 @@ def _incremental(merged: dict[str, Any], job: CrawlJob) -> None:
     if "TRAWL_INCREMENTAL" in config:
         merged["TRAWL_INCREMENTAL"] = config["TRAWL_INCREMENTAL"]
     merged["TRAWL_INCREMENTAL_SCOPE"] = redis_key("incremental", "source", job.source_id)
+
+
+# A scraper or version may set these (docs/rendering.md); the project's values are the defaults.
+RENDER_CHOICES = (
+    "TRAWL_RENDER",
+    "TRAWL_RENDER_WAIT_FOR",
+    "TRAWL_RENDER_TIMEOUT",
+    "TRAWL_RENDER_RESOURCES",
+    "TRAWL_RENDER_SCREENSHOTS",
+)
+# The worker process's browser is shared by its crawls: only the operator sets these.
+RENDER_PROCESS = (
+    "TRAWL_RENDER_CHROMIUM",
+    "TRAWL_RENDER_MAX_PAGES",
+    "TRAWL_RENDER_RECYCLE_PAGES",
+    "TRAWL_RENDER_SCREENSHOTS_MAX",
+)
+
+
+def _rendering(merged: dict[str, Any], job: CrawlJob) -> None:
+    """Rendering's settings: project < scraper < version < source config < the job's `render` options."""
+    for name in RENDER_CHOICES:
+        merged.setdefault(name, getattr(settings, name))
+    if job.source_id and "TRAWL_RENDER" in (job.source.config or {}):
+        merged["TRAWL_RENDER"] = job.source.config["TRAWL_RENDER"]
+    options = job.options or {}
+    if "render" in options:
+        merged["TRAWL_RENDER"] = "always" if options["render"] else "never"
+    if options.get("wait_for"):
+        merged["TRAWL_RENDER_WAIT_FOR"] = options["wait_for"]
+    if "screenshots" in options:
+        merged["TRAWL_RENDER_SCREENSHOTS"] = options["screenshots"]
+    if options.get("render_timeout"):
+        merged["TRAWL_RENDER_TIMEOUT"] = min(float(options["render_timeout"]), settings.TRAWL_RENDER_TIMEOUT_MAX)
+    merged.update({name: getattr(settings, name) for name in RENDER_PROCESS})

@@ -20,12 +20,14 @@ from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.scraping.children import PackageUnavailable
 from crawls.scraping.outcome import classify, job_stats
 from crawls.scraping.packaged import package_run
+from crawls.scraping.rendering.screenshots import screenshots_drain
 from crawls.scraping.runner import run_spider
 from crawls.scraping.settings import scrapy_settings_for
 from crawls.services.ingestion import ItemIngest
 from crawls.services.jobs import job_claim_fair
 from crawls.services.lifecycle import job_end, job_requeue, shard_join
 from crawls.services.liveness import DATABASE_UNAVAILABLE, CrawlTick, database_reconnect, heartbeat_kept
+from crawls.services.screenshots import job_screenshots_store
 from crawls.services.shards import Shard
 from crawls.shutdown import crawling
 from crawls.timeouts import job_timeout
@@ -104,6 +106,7 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
             f"the crawl could not reach Trawl's Redis or database ({crawl.stopped_because})"
         )
     ingest.flush(session)
+    job_screenshots_store(job=job, taken=screenshots_drain(session.crawler))
     stats = {**job_stats(crawl.stats), **ingest.item_counts()}
     if frontier is not None:
         if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier

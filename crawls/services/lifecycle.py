@@ -29,7 +29,7 @@ from crawls.publish import publish_crawl, publish_crawls
 from crawls.services.followups import jobs_followups, source_feedback
 from crawls.services.validation import JobSpecsInvalid, SpecChecker
 from ops.logcapture import job_log_flush
-from project.redis import get_redis, redis_key
+from project.redis import get_redis, hash_tag, redis_key
 from registry.models import Scraper
 
 logger = logging.getLogger("trawl.jobs")
@@ -113,7 +113,7 @@ def shard_join(*, job_id: str, attempt: int, shard: int, worker: str) -> CrawlJo
     job = CrawlJob.objects.select_related("scraper", "source", "version").filter(pk=job_id).first()
     if job is None or job.status != JobStatus.RUNNING or job.attempt != attempt or not 0 < shard < job.parallelism:
         return None
-    claim = redis_key("frontier", job_id, "claim", attempt, shard)
+    claim = redis_key("frontier", hash_tag(job_id), "claim", attempt, shard)
     if not get_redis().set(claim, worker, nx=True, ex=int(settings.TRAWL_FRONTIER_TTL_SECONDS)):
         return None
     return job

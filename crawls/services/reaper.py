@@ -26,7 +26,7 @@ from django.utils import timezone
 from crawls.models import BatchStatus, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl
 from crawls.services.lifecycle import job_requeue, jobs_end
-from project.redis import get_redis, redis_key
+from project.redis import get_redis, hash_tag, redis_key
 
 logger = logging.getLogger("trawl.reaper")
 
@@ -93,7 +93,7 @@ def _republish_unclaimed(*, now, queued_before=None) -> int:
     for job in waiting.select_related("scraper", "version")[: settings.TRAWL_REAPER_MAX_PER_PASS]:
         # At most once per grace period per job, so a long backlog is not flooded with copies (after a restart the
         # keys are gone with everything else: each lost job is published once more).
-        if redis.set(redis_key("reaper", "republished", job.pk), "1", nx=True, ex=max(1, int(grace))):
+        if redis.set(redis_key("reaper", "republished", hash_tag(job.pk)), "1", nx=True, ex=max(1, int(grace))):
             publish_crawl(job=job)
             republished += 1
     if republished:

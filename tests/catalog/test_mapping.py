@@ -12,7 +12,7 @@ from catalog.classifiers import LexicalClassifier
 from catalog.models import Category, CategoryMap, MapStatus
 from catalog.services import category_map_confirm, category_maps_auto
 from crawls.models import CrawlJob
-from crawls.periodic import PERIODIC_TASKS
+from crawls.periodic import PERIODIC_TASKS, periodic_tasks_ensure
 from items.models import Item
 from items.services import items_upsert
 from registry.models import Scraper
@@ -108,6 +108,9 @@ def test_mapping_is_a_beat_periodic_task():
     from django_celery_beat.models import PeriodicTask
 
     assert PERIODIC_TASKS["map-categories"][0] == "catalog.tasks.map_categories"
+    # What the data migrations run: a transactional test run before this one (on the same pytest-xdist worker, in any
+    # order) empties every table, the migrations' rows with them, when it ends.
+    periodic_tasks_ensure()
     assert PeriodicTask.objects.filter(name="map-categories", task="catalog.tasks.map_categories").exists()
 
 

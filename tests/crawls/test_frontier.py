@@ -108,6 +108,34 @@ def test_a_dead_shard_s_requests_return_when_its_lease_expires(frontier, setting
     assert [Frontier.payload(member) for member in live.pop()] == [b"held"]
 
 
+def test_a_request_sent_back_with_a_delay_waits_keeps_the_job_open_and_comes_back_with_its_priority(frontier):
+    frontier.renew()
+    frontier.push(b"page")
+    [member] = frontier.pop()
+    committed = frontier.commit(requests=[(b"page again", 7, None, 0.4)], done=[member], take=5)
+    assert committed.taken == [] and committed.delayed == 1, "kept back, not handed out at once"
+    assert 0 < committed.next_due <= 0.4
+    assert frontier.try_finish() == "wait", "a kept-back request is the job's work: the job must not end"
+    frontier.push(b"other", priority=0)
+    time.sleep(0.45)
+    assert frontier.try_finish() == "work"
+    taken = [Frontier.payload(m) for m in frontier.pop(5)]
+    assert taken == [b"page again", b"other"], "due: back in the queue, before lower priorities"
+    assert frontier.commit(take=1).delayed == 0
+
+
+def test_a_kept_back_request_survives_the_shard_that_sent_it(frontier):
+    frontier.renew()
+    frontier.push(b"page")
+    [member] = frontier.pop()
+    frontier.commit(requests=[(b"page again", 0, None, 0.2)], done=[member])
+    second = Frontier("test-job", attempt=2, shard=0)  # the worker was SIGKILLed; the job's next attempt
+    second.renew()
+    assert second.try_finish() == "wait"
+    time.sleep(0.25)
+    assert [Frontier.payload(m) for m in second.pop(5)] == [b"page again"]
+
+
 def test_shards_leave_one_by_one_and_the_last_one_knows_it(frontier):
     first, second = Frontier("test-job", attempt=1, shard=0), Frontier("test-job", attempt=1, shard=1)
     first.renew()
@@ -134,7 +162,7 @@ def test_keys_expire_when_untouched_and_go_when_the_job_ends(frontier):
     frontier.push(b"two")
     assert all(0 < client.pttl(key) <= 86400 * 1000 for key in keys if client.exists(key))
     frontier_delete(job_id="test-job")
-    assert client.keys(frontier.key("*")) == [frontier.key("ended").encode()]
+    assert list(client.scan_iter(frontier.key("*"))) == [frontier.key("ended").encode()]
     assert Frontier("test-job", attempt=1, shard=3).renew() == -1  # a shard starting late does not crawl anew
 
 
@@ -183,7 +211,7 @@ def test_a_shard_renewing_a_lease_that_ran_out_keeps_its_own_requests(frontier, 
 def lose(frontier: Frontier) -> None:
     """What Redis emptied (restarted without its data, flushed) does to a job: every key of its frontier gone."""
     client = binary_redis()
-    if keys := client.keys(frontier.key("*")):
+    if keys := list(client.scan_iter(frontier.key("*"))):
         client.delete(*keys)
 
 
@@ -203,7 +231,7 @@ def test_a_frontier_redis_lost_is_noticed_by_every_call_and_none_rebuilds_it(fro
     assert frontier.release() == 0
     assert frontier.adopt(10) == []
     assert frontier.lost
-    assert binary_redis().keys(frontier.key("*")) == []  # not half a frontier for the next attempt to trust
+    assert list(binary_redis().scan_iter(frontier.key("*"))) == []  # not half a frontier for the next attempt to trust
 
 
 def test_after_a_loss_only_the_next_attempt_creates_a_fresh_frontier_and_the_old_shards_stay_out(frontier):
@@ -242,7 +270,7 @@ def test_a_shard_still_crawling_when_another_ended_the_job_stops_without_writing
         frontier.stored(1, progress={"pages": 1})
     assert frontier.try_finish() == "ended"
     assert frontier.renew() == -1
-    assert binary_redis().keys(frontier.key("*")) == [frontier.key("ended").encode()]
+    assert list(binary_redis().scan_iter(frontier.key("*"))) == [frontier.key("ended").encode()]
 
 
 def test_a_job_whose_frontier_is_lost_before_its_final_tally_is_requeued_to_a_fresh_frontier(api, builtins, sent_tasks):
@@ -276,7 +304,7 @@ def test_a_late_shard_of_an_ended_job_opens_nothing():
     late = Frontier("ended-job", attempt=1, shard=0)
     assert late.open(create=True) == ""
     assert late.renew() == -1
-    assert binary_redis().keys(late.key("*")) == [late.key("ended").encode()]
+    assert list(binary_redis().scan_iter(late.key("*"))) == [late.key("ended").encode()]
     late.delete()
 
 
@@ -374,7 +402,7 @@ state = {"stored": 0, "lost": False}
 
 def tick(session):
     if state["stored"] >= 3 and not state["lost"]:  # Redis emptied under the crawl
-        client.delete(*client.keys(frontier.key("*")))
+        client.delete(*list(client.scan_iter(frontier.key("*"))))
         state["lost"] = True
     try:
         state["stored"] += session.items.qsize()
@@ -391,7 +419,7 @@ crawl, _ = run_spider(
     on_tick=tick,
     tick_seconds=0.2,
 )
-left = sorted(key.decode().rsplit(":", 1)[-1] for key in client.keys(frontier.key("*")))
+left = sorted(key.decode().rsplit(":", 1)[-1] for key in list(client.scan_iter(frontier.key("*"))))
 print(json.dumps({"reason": crawl.finish_reason, "lost": crawl.stats.get("frontier/lost"), "left": left,
                   "errors": crawl.stats.get("trawl/infrastructure_errors"),
                   "pages": crawl.stats.get("response_received_count")}))

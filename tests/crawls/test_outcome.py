@@ -224,6 +224,13 @@ def test_a_few_blocks_in_a_healthy_crawl_are_not_a_block():
     assert verdict_of(scrapy_stats(statuses={200: 9, 429: 1}, **blocks(10, 1))).error_class == ""
 
 
+def test_429s_whose_pages_were_sent_back_and_fetched_later_are_not_blocks():
+    polite = scrapy_stats(statuses={200: 10, 429: 30}, **blocks(40, 30), **{"throttle/requeued_429": 30})
+    assert verdict_of(polite).error_class == "", "every page came in the end: the site said 'slower', not 'go away'"
+    refused = scrapy_stats(statuses={200: 1, 429: 39}, **blocks(40, 39), **{"throttle/requeued_429": 30})
+    assert verdict_of(refused).error_class == "blocked", "still refused after every re-queue: a block"
+
+
 def test_captcha_pages_answered_200_are_blocks():
     verdict = verdict_of(scrapy_stats(statuses={200: 4}, **blocks(4, 3, captcha=3)))
 

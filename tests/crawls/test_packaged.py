@@ -167,9 +167,11 @@ def test_a_child_redis_user_is_its_own_and_leftovers_of_dead_workers_are_swept(d
         assert grant.user in users and leftover not in users, "a killed worker's child user is deleted"
         assert child.set("trawl:feedc0de:throttle:probe", "1") and child.delete("trawl:feedc0de:throttle:probe")
         with pytest.raises(redis.exceptions.NoPermissionError):
-            child.set("trawl:feedc0de:frontier:1:queue", "forged")
+            child.set("trawl:feedc0de:frontier:{1}:queue", "forged")
         child_redis_keys(grant, crawl={"TRAWL_FRONTIER": {"job": "1"}})
-        assert child.set("trawl:feedc0de:frontier:1:queue", "mine") and child.delete("trawl:feedc0de:frontier:1:queue")
+        assert child.set("trawl:feedc0de:frontier:{1}:queue", "mine") and child.delete(
+            "trawl:feedc0de:frontier:{1}:queue"
+        )
     finally:
         child_redis_revoke(grant)
     assert grant.user not in get_redis().execute_command("ACL", "USERS")

@@ -137,8 +137,8 @@ def test_only_http_and_https_have_download_handlers_whatever_a_version_declares(
 
     handlers = merged["DOWNLOAD_HANDLERS"]
     assert {scheme: path for scheme, path in handlers.items() if path} == {
-        "http": "crawls.scraping.handlers.CheckedHTTPDownloadHandler",
-        "https": "crawls.scraping.handlers.CheckedHTTPDownloadHandler",
+        "http": "crawls.scraping.rendering.handler.RenderingDownloadHandler",
+        "https": "crawls.scraping.rendering.handler.RenderingDownloadHandler",
     }
     assert {"file", "gopher", "s3", "ftp", "data"} <= set(handlers)  # named, with no handler
     assert "DOWNLOAD_HANDLERS_BASE" not in merged
@@ -162,3 +162,14 @@ def test_job_options_never_reach_the_schemes():
 
     assert merged["TRAWL_ALLOWED_SCHEMES"] == ["http", "https"]
     assert merged["DOWNLOAD_HANDLERS"]["file"] is None
+
+
+def test_rendering_is_asked_per_request_unless_a_scraper_version_or_job_says_otherwise():
+    assert layered()["TRAWL_RENDER"] == "request"
+    assert layered(name="a", version={"TRAWL_RENDER": "always"})["TRAWL_RENDER"] == "always"
+    by_job = layered(name="b", options={"render": True, "wait_for": ".product", "render_timeout": 500})
+    assert (by_job["TRAWL_RENDER"], by_job["TRAWL_RENDER_WAIT_FOR"]) == ("always", ".product")
+    assert by_job["TRAWL_RENDER_TIMEOUT"] == 60.0  # bounded by TRAWL_RENDER_TIMEOUT_MAX
+    assert layered(name="c", version={"TRAWL_RENDER": "always"}, options={"render": False})["TRAWL_RENDER"] == "never"
+    # The worker's browser is shared by its crawls: a version cannot size it.
+    assert layered(name="d", version={"TRAWL_RENDER_MAX_PAGES": 500})["TRAWL_RENDER_MAX_PAGES"] == 4

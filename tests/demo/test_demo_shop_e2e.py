@@ -51,3 +51,27 @@ def test_demo_shop_job_on_the_hub_finds_every_product(api, demo_shop, job_waiter
     assert {sku: item["in_stock"] for sku, item in canary_items.items()} == {
         sku: p.in_stock for sku, p in PRODUCTS.items()
     }
+
+
+def test_the_readme_rendering_job_finds_the_script_built_products_only_when_rendered(
+    api, builtins, demo_shop, job_waiter
+):
+    """README's rendering example, as it is written there, and the same job with `render: false`."""
+    from demo.generate import new_arrivals
+    from tests.e2e.test_readme import snippet
+
+    _, text = snippet('{"url": "http://127.0.0.1:8001/new/index.html"')
+    spec = json.loads(text.replace("http://127.0.0.1:8001", demo_shop.url))
+    found = {}
+    for render in (False, True):
+        response = api.post("/api/jobs/", {**spec, "options": {**spec["options"], "render": render}}, format="json")
+        assert response.status_code == 201, response.content
+        job = job_waiter(response.json()["id"])
+        assert job.status == "succeeded", job.error_message
+        rows = api.get(f"/api/jobs/{job.pk}/items/?limit=100").json()["results"]
+        found[render] = ({(row["data"]["title"], row["data"]["price"]) for row in rows}, job.stats["render"])
+
+    arrivals = new_arrivals(catalogue(categories=2, products_per_category=7))  # SHOP
+    assert found[False] == (set(), {"pages": 0, "seconds": 0.0, "subrequests_blocked": 0})
+    assert found[True][0] == {(p.title, p.price) for p in arrivals} and len(arrivals) == 4
+    assert found[True][1]["pages"] == 1 and found[True][1]["seconds"] > 0

@@ -13,15 +13,19 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import kombu.pools
 import pytest
+from django.conf import settings
 
 from project.brokers import step_broker_priority
 from project.celery import app
 
 HOST, PORT = "127.0.0.1", 5672
-VHOST = "trawl_rabbit_tests"
+# Each module deletes and recreates the vhost: one per Redis database, as every test run (and each pytest-xdist
+# worker) has its own, so two runs on one machine never empty each other's queues.
+VHOST = f"trawl_rabbit_tests_{urlsplit(settings.REDIS_URL).path.strip('/') or 0}"
 URL = f"amqp://guest:guest@{HOST}:{PORT}/{VHOST}"
 
 

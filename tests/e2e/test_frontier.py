@@ -207,7 +207,7 @@ def test_a_killed_crawl_resumes_from_its_frontier_and_fetches_only_in_flight_pag
     assert job.stats["attempts"] == 2
     # The rest goes at its end: a follow-up of job_end, run by the worker right after the final state is committed.
     frontier, deadline = Frontier(job_id), time.monotonic() + 10
-    while (keys := frontier.redis.keys(frontier.key("*"))) != [frontier.key("ended").encode()]:
+    while (keys := list(frontier.redis.scan_iter(frontier.key("*")))) != [frontier.key("ended").encode()]:
         assert time.monotonic() < deadline, f"frontier keys left after the job ended: {sorted(keys)}"
         time.sleep(0.1)
 

@@ -186,3 +186,25 @@ def test_a_scraper_may_opt_out(builtins, shop, job_waiter):
 
     assert again_bytes == first_bytes and all(status == 200 for _, status in statuses)
     assert again.stats["items_unchanged"] == PRODUCTS and not again.stats["incremental"]
+
+
+def test_a_rendered_sources_unchanged_pages_are_not_rendered_again(builtins, shop, job_waiter):
+    listing = source_create(
+        url=f"{shop.url}/list-1.html",
+        scraper="selectors",
+        config={"item_links": "a.product", "next_page": "a.next", "fields": FIELDS, "TRAWL_RENDER": "always"},
+    )
+    (first,) = crawl([listing], job_waiter)
+    shop.take_counts()
+    (again,) = crawl([listing], job_waiter)
+    _, statuses = shop.take_counts()
+
+    pages = PRODUCTS + PRODUCTS // PER_PAGE
+    assert first.stats["render"]["pages"] == pages and first.stats["items_new"] == PRODUCTS
+    assert all(status == 304 for _, status in statuses), statuses
+    assert again.stats["render"]["pages"] == 0 and again.stats["render"]["not_modified"] == pages
+    assert again.stats["items_unchanged"] == PRODUCTS  # the stored rendered pages still lead to every item
+
+    shop.set_page("/product-5.html", shop.product(5, price="99.00"), modified=1_800_000_000)
+    (changed,) = crawl([listing], job_waiter)
+    assert changed.stats["render"]["pages"] == 1 and changed.stats["items_changed"] == 1

@@ -154,6 +154,7 @@ def test_every_readme_snippet_is_known_to_this_test():
         "ADMIN_TOKEN=",
         ".venv/bin/python manage.py register_version",
         '{"item_links"',
+        '{"url": "http://127.0.0.1:8001/new/index.html"',  # the rendering job: tests/demo/test_demo_shop_e2e.py
         ".venv/bin/celery -A project inspect",
         "GET /api/jobs/<id>/log/",
         "import hashlib",

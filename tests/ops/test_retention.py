@@ -12,6 +12,7 @@ from django.utils import timezone
 from access.tenancy import system_tenant
 from callbacks.models import Delivery, DeliveryAttempt
 from crawls.models import CrawlJob, JobStatus
+from crawls.periodic import periodic_tasks_ensure
 from items.models import Item, ItemSighting
 from ops.joblog import JobLogSink, job_log_lines, job_log_store
 from ops.models import JobLog
@@ -108,5 +109,6 @@ def test_retention_defaults_and_beat_task(settings):
 
     assert settings.TRAWL_RETENTION_DAYS == 30
     assert settings.TRAWL_STALL_SECONDS == 600
+    periodic_tasks_ensure()  # what the data migrations run: a transactional test run before this one empties the table
     task = PeriodicTask.objects.get(name="cleanup-jobs")
     assert (task.task, task.interval.every) == ("ops.tasks.cleanup_jobs", 3600)

@@ -8,14 +8,12 @@ import time
 from email.utils import formatdate
 
 import pytest
-import redis
-import redis.asyncio
 from django.conf import settings
 
 from crawls.services.jobs import job_create
 from project.errors import TrawlError
-from project.redis import get_redis, redis_key
-from tests.throttling.hammer import hammer
+from project.redis import get_redis, redis_client, redis_key
+from tests.throttling.hammer import hammer, hammer_init
 from throttling.buckets import (
     BLOCKED,
     GRANTED,
@@ -95,11 +93,10 @@ def most_in_any_window(times: list[float], window: float) -> int:
 def test_several_processes_never_get_more_than_burst_plus_rate_times_elapsed():
     rate, burst = 20.0, 5
     bench_buckets(rate=rate, burst=burst, ip_rate=1000, ip_burst=1000)
-    start_at = time.time() + 2.0  # every child has started and connected by then
-    stop_at = start_at + 2.5
-    args = [(settings.REDIS_URL, TEST_PREFIX, "example.test", "default", start_at, stop_at)] * 4
+    args = [(settings.REDIS_URL, TEST_PREFIX, "example.test", "default", 2.5)] * 4
 
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4, initializer=hammer_init, initargs=(context.Barrier(4),)) as pool:
         per_process = pool.starmap(hammer, args)
 
     grants = [grant for grants in per_process for grant in grants]
@@ -183,7 +180,7 @@ def test_a_missing_script_is_loaded_again_by_an_asyncio_client():
     buckets.script.sha = "0" * 40
 
     async def take():
-        client = redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+        client = redis_client(asyncio=True)
         try:
             return await buckets.take_async(client, host="example.test", egress="a")
         finally:
@@ -320,13 +317,26 @@ def test_things_that_are_not_host_names_are_refused(value):
     assert refused.value.field == "domain"
 
 
+def test_a_rule_mirrored_without_its_newer_fields_takes_the_defaults_concurrency_and_adaptive():
+    """A rule written before `adaptive` and `concurrency` existed ("rate burst ip_rate ip_burst scale blocked")."""
+    buckets = bench_buckets(rate=1000, burst=1000, ip_rate=1000, ip_burst=1000)
+    buckets.defaults = Limits(rate=1, burst=1, ip_rate=1, ip_burst=1, concurrency=2)
+    client = get_redis()
+    client.set(buckets.rule_key("example.test"), "1000.0 1000 1000.0 1000 1.0 0")
+    client.delete(buckets.slots_key("example.test"))
+    first = buckets.take(client, host="example.test", egress="a", tokens=5, holder="old")
+    assert (first.status, first.granted, first.rule) == (GRANTED, 2, "host")  # the rule's rate, the defaults' slots
+    assert buckets.take(client, host="example.test", egress="a", holder="other").busy
+    client.delete(buckets.slots_key("example.test"))
+
+
 # --- Retry-After -------------------------------------------------------------------------------
 
 
 def test_a_pause_is_seen_by_every_other_client(publish):
     publish(throttle_create, domain="example.com", rate=100, burst=100, ip_rate=100, ip_burst=100)
     throttle_rules_load()
-    other_client = redis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+    other_client = redis_client()
 
     throttle_buckets().pause(get_redis(), host="www.example.com", seconds=30)
     seen = [throttle_buckets().take(other_client, host="example.com", egress=egress) for egress in ("a", "b")]

@@ -12,14 +12,20 @@ import logging
 
 from celery import chord, current_app, signature
 from celery.canvas import Signature
-from celery.result import AsyncResult
+from celery.result import AsyncResult, denied_join_result
 from django.conf import settings
+from kombu.exceptions import OperationalError
+from redis import RedisError
 
 from crawls.models import Batch, CrawlJob
 from crawls.timeouts import celery_time_limits, job_timeout
 from project.brokers import PRIORITY_STEPS, step_broker_priority
 
 logger = logging.getLogger("trawl.publish")
+# What a send raises when the broker does not answer: kombu wraps the transport's errors in its OperationalError, but
+# not when a Redis publish batch's pipeline fails.
+BROKER_AWAY = (OperationalError, RedisError, ConnectionError, TimeoutError)
+PUBLISH_BATCH_SIZE = 1000  # broker commands per pipeline when publishing many (a message and its task-sent event: 2)
 
 RUN_CRAWL = "crawls.tasks.run_crawl"
 LAUNCH_BATCH = "crawls.tasks.launch_batch"
@@ -69,17 +75,35 @@ def publish_crawl(*, job: CrawlJob, **extra_kwargs: object) -> None:
 
 
 def publish_crawls(*, jobs: list[CrawlJob]) -> None:
-    """Publish many new jobs (a dispatch pass): the timeout is asked once per scraper, not once per job (two queries
-    each), so 10,000 jobs cost 10,000 broker sends and a handful of queries."""
+    """Publish many new jobs (a dispatch pass, a submission) through one producer, its messages sent in batches
+    (kombu's publish batch: on Redis one pipeline per PUBLISH_BATCH_SIZE commands instead of a round trip each; other
+    transports publish as usual), and ask each scraper's timeout once (two queries each), not once per job.
+
+    Never raises: a job not sent stays queued in the database, where the reaper publishes it again
+    (crawls.services.reaper); once the broker is found away the rest are left to it too, rather than each waiting
+    out its own connection retries."""
     timeouts: dict[int, float] = {}
-    for job in jobs:
-        key = job.version_id or -job.scraper_id
-        if key not in timeouts:
-            timeouts[key] = job_timeout(job)
-        try:
-            send(crawl_signature(job=job, timeout=timeouts[key]))
-        except Exception:  # left queued in the database: the reaper publishes it again
-            logger.exception("job %s not published; the reaper will", job.pk)
+    try:
+        # denied_join_result: nobody waits on these results (the worker stores them for Flower and chords). Outside a
+        # worker, Celery's Redis result backend would otherwise subscribe to each message's result channel as it is
+        # sent and unsubscribe as its AsyncResult is dropped: two round trips a message (a worker skips them already).
+        with (
+            denied_join_result(),
+            current_app.producer_or_acquire() as producer,
+            producer.batch(max_size=PUBLISH_BATCH_SIZE),
+        ):
+            for job in jobs:
+                try:
+                    key = job.version_id or -job.scraper_id
+                    if key not in timeouts:
+                        timeouts[key] = job_timeout(job)
+                    send(crawl_signature(job=job, timeout=timeouts[key]), producer=producer)
+                except BROKER_AWAY:
+                    raise
+                except Exception:  # this job's own fault (say its version's settings): the others still go
+                    logger.exception("job %s not published; the reaper will", job.pk)
+    except BROKER_AWAY:
+        logger.exception("broker away: some of %s job(s) not published; the reaper will", len(jobs))
 
 
 def publish_shards(*, job: CrawlJob, shards: range) -> None:

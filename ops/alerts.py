@@ -6,7 +6,6 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from callbacks.models import EventType
 from callbacks.payloads import job_data
@@ -21,15 +20,9 @@ def job_alert_data(job: CrawlJob) -> dict[str, Any]:
     return {**job_data(job), "alerts": job.alerts}
 
 
-def job_alert_notify(*, job: CrawlJob) -> None:
-    """Queue one signed `job.alert` per receiver once the job's end is committed, if any monitor was breached."""
-    if job.alerts:
-        # robust: an alert that cannot be queued must never undo the job's outcome.
-        transaction.on_commit(lambda: job_alert_emit(job=job), robust=True)
-
-
 def job_alert_emit(*, job: CrawlJob) -> int:
-    """Store the deliveries (deduplicated per job attempt and receiver); returns how many were new."""
+    """Store the deliveries (deduplicated per job attempt and receiver); returns how many were new. A follow-up of
+    the job's end (crawls.services.followups), so it runs once the end is committed."""
     job = CrawlJob.objects.select_related("scraper", "version").get(pk=job.pk)
     data = job_alert_data(job)
     emitted = 0

@@ -1,12 +1,14 @@
 """A job's monitors, from its scraper, version and source, checked when its crawl ends (worker side).
 
 `job_monitors` gives the merged TRAWL_MONITORS the crawl's watchdogs read; `job_outcome_monitored` turns a watchdog's
-stop into the job's error class, records the breaches on the job and fails it for monitors marked `fail: true`.
+stop into the job's error class, puts the breaches in the verdict (the job's end stores them and sends its `job.alert`
+webhooks: crawls.services.lifecycle and followups) and fails it for monitors marked `fail: true`.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -48,7 +50,7 @@ def job_outcome_monitored(
     scrapy_stats: dict[str, Any],
     monitors: dict[str, Any],
 ) -> CrawlVerdict:
-    """The job's final verdict once watchdogs and monitors had their say; breaches are stored in `job.alerts`."""
+    """The job's final verdict once watchdogs and monitors had their say, its `alerts` the breaches found."""
     if verdict.error_class in UNCHECKED:
         return verdict
     watchdog = _watchdog_verdict(scrapy_stats)
@@ -58,17 +60,15 @@ def job_outcome_monitored(
         field_coverage=coverage(scrapy_stats),
         history=_history(job) if "max_items_drop" in monitors else (),
     )
+    alerts = [breach.as_alert() for breach in breaches]
     if breaches:
-        alerts = [breach.as_alert() for breach in breaches]
-        # Only while this attempt still owns the job: a job taken over elsewhere keeps its own outcome.
-        CrawlJob.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempt=job.attempt).update(alerts=alerts)
         logger.warning("job %s: monitors breached: %s", job.pk, ", ".join(_describe(b) for b in breaches))
-    if watchdog is not None:
-        return watchdog
     failing = [breach for breach in breaches if breach.fail]
-    if failing and not verdict.error_class:
-        return CrawlVerdict(ErrorClass.MONITOR, "monitor failed: " + "; ".join(_describe(b) for b in failing))
-    return verdict
+    if watchdog is not None:
+        verdict = watchdog
+    elif failing and not verdict.error_class:
+        verdict = CrawlVerdict(ErrorClass.MONITOR, "monitor failed: " + "; ".join(_describe(b) for b in failing))
+    return replace(verdict, alerts=alerts)
 
 
 def _watchdog_verdict(scrapy_stats: dict[str, Any]) -> CrawlVerdict | None:

@@ -73,6 +73,17 @@ class Source(models.Model):
         db_table = "crawls_source"  # created by the crawls app before it was split; the table keeps its name
         ordering = ["next_sync_at"]
         constraints = [models.UniqueConstraint(fields=["scraper", "url"], name="unique_source_per_scraper")]
+        indexes = [
+            # A dispatch pass's order (sources.services.dispatch): its chunks walk this instead of sorting every due
+            # source each time.
+            models.Index(
+                models.F("priority").desc(),
+                "next_sync_at",
+                "id",
+                name="source_dispatch_order",
+                condition=models.Q(enabled=True),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.url}"

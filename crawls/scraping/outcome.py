@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from crawls.states import ErrorClass
@@ -17,6 +17,7 @@ BLOCKING_STATUSES = {403, 429}
 class CrawlVerdict:
     error_class: str  # "" when the job succeeded
     message: str = ""
+    alerts: list[dict[str, Any]] = field(default_factory=list)  # monitor breaches (ops.monitoring), stored at the end
 
 
 def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Running a packaged version's crawl in a child process of its environment, with run_spider's result shape.
 
-The task thread pumps the child's messages (crawls.scraping.children) into a CrawlSession every tick, so the
-JobTracker upserts items, heartbeats and notices cancel exactly as for an in-process crawl; stopping sends `stop`
-(the child calls `crawler.stop()`), and a child that has not finished STOP_GRACE_SECONDS later is killed.
+The task thread pumps the child's messages (crawls.scraping.children) into a CrawlSession every tick, so the tick
+(crawls.services.ingestion and liveness) upserts items, heartbeats and notices cancel exactly as for an in-process
+crawl; stopping sends `stop` (the child calls `crawler.stop()`), and a child that has not finished
+STOP_GRACE_SECONDS later is killed.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from callbacks.services import batch_event_emit
 from crawls.cancel import cancel_requested_batch
 from crawls.models import ACTIVE_STATUSES, FINAL_STATUSES, Batch, BatchStatus, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_batch_chord, publish_batch_launch
-from crawls.services.ending import jobs_end
+from crawls.services.lifecycle import jobs_end
 
 logger = logging.getLogger("trawl.batches")
 

@@ -14,18 +14,14 @@ from django.utils import timezone
 
 from access.models import Requester
 from crawls.cancel import cancel_request_batch
-from crawls.fairshare import jobs_admit
-from crawls.models import ACTIVE_STATUSES, Batch, BatchStatus, CrawlJob, ErrorClass, JobStatus
+from crawls.models import ACTIVE_STATUSES, Batch, BatchStatus, ErrorClass, JobStatus
 from crawls.publish import publish_batch_finalize, publish_batch_launch
-from crawls.services.ending import jobs_end
-from crawls.services.jobs import job_options_validate, job_validate, validate_crawl_url
+from crawls.services.lifecycle import jobs_create_many, jobs_end
+from crawls.services.validation import JobSpecsInvalid, validate_crawl_url
 from project.errors import TrawlError
 from project.net import target_check
-from registry.models import Scraper
 
 logger = logging.getLogger("trawl.batches")
-
-SPEC_FIELDS = ("url", "scraper", "version", "variant", "priority", "callback_url", "options", "parallelism")
 
 
 class BatchSpecError(TrawlError):
@@ -59,58 +55,18 @@ def batch_create(
     if callback_url:
         validate_crawl_url(callback_url, field="callback_url")
         target_check(callback_url, field="callback_url")
-    specs = [{"priority": priority, **spec} for spec in jobs]
-    scrapers, errors = [], {}
-    for index, spec in enumerate(specs):
-        try:
-            scrapers.append(_spec_validate(spec, requester=requester))
-        except TrawlError as exc:
-            errors[index] = {exc.field or "detail": [exc.message]}
-    if errors:
-        raise BatchSpecError(errors)
-    jobs_admit(requester=requester, shards=sum(spec.get("parallelism", 1) for spec in specs), jobs=len(specs))
     batch = Batch.objects.create(
-        requester=requester, name=name, priority=priority, callback_url=callback_url, total=len(specs)
+        requester=requester, name=name, priority=priority, callback_url=callback_url, total=len(jobs)
     )
-    CrawlJob.objects.bulk_create(
-        [_job(batch, spec, scraper) for spec, scraper in zip(specs, scrapers, strict=True)], batch_size=500
-    )
+    try:
+        jobs_create_many(specs=[{"priority": priority, **spec} for spec in jobs], requester=requester, batch=batch)
+    except JobSpecsInvalid as exc:  # the transaction rolls back: the batch is not created either
+        errors = {index: {error.field or "detail": [error.message]} for index, error in exc.errors.items()}
+        raise BatchSpecError(errors) from None
     # robust: if the broker is away the batch stays `pending` and the sweeper launches it after the grace.
     transaction.on_commit(lambda: publish_batch_launch(batch=batch), robust=True)
     logger.info("batch %s created with %s jobs by %s", batch.pk, batch.total, requester)
     return batch
-
-
-def _spec_validate(spec: dict[str, Any], *, requester: Requester | None = None) -> Scraper:
-    unknown = sorted(set(spec) - set(SPEC_FIELDS))
-    if unknown:
-        raise TrawlError("unknown field", field=unknown[0])
-    job_options_validate(spec.get("options"))
-    return job_validate(
-        url=spec.get("url") or "",
-        scraper=spec.get("scraper") or "",
-        version=spec.get("version") or "",
-        variant=spec.get("variant") or "",
-        priority=spec["priority"],
-        callback_url=spec.get("callback_url") or "",
-        requester=requester,
-        parallelism=spec.get("parallelism", 1),
-    )
-
-
-def _job(batch: Batch, spec: dict[str, Any], scraper: Scraper) -> CrawlJob:
-    return CrawlJob(
-        batch=batch,
-        requester=batch.requester,
-        url=spec["url"],
-        scraper=scraper,
-        requested_version=spec.get("version") or "",
-        requested_variant=spec.get("variant") or "",
-        priority=spec["priority"],
-        callback_url=spec.get("callback_url") or "",
-        options=spec.get("options") or {},
-        parallelism=spec.get("parallelism", 1),
-    )
 
 
 @transaction.atomic

@@ -1,4 +1,8 @@
-"""Running one claimed job: route the version, crawl, upsert items as they arrive, record the outcome."""
+"""Orchestration: one `run_crawl` message, top to bottom — claim (or join), route the version, crawl, outcome.
+
+While the crawl runs, each tick stores its items (crawls.services.ingestion) and keeps it alive or stops it
+(crawls.services.liveness); every change of the job's status is crawls.services.lifecycle's.
+"""
 
 from __future__ import annotations
 
@@ -19,15 +23,14 @@ from crawls.scraping.packaged import package_run
 from crawls.scraping.rendering.screenshots import screenshots_drain
 from crawls.scraping.runner import run_spider
 from crawls.scraping.settings import scrapy_settings_for
-from crawls.services.ending import job_end
-from crawls.services.heartbeat import heartbeat_kept
-from crawls.services.jobs import job_claim_fair, job_requeue_infrastructure
+from crawls.services.ingestion import ItemIngest
+from crawls.services.jobs import job_claim_fair
+from crawls.services.lifecycle import job_end, job_requeue, shard_join
+from crawls.services.liveness import DATABASE_UNAVAILABLE, CrawlTick, database_reconnect, heartbeat_kept
 from crawls.services.screenshots import job_screenshots_store
-from crawls.services.shards import Shard, shard_join
-from crawls.services.tracker import DATABASE_UNAVAILABLE, JobTracker, database_reconnect
+from crawls.services.shards import Shard
 from crawls.shutdown import crawling
 from crawls.timeouts import job_timeout
-from ops.alerts import job_alert_notify
 from ops.logcapture import job_log_capture, job_log_flush, job_log_level
 from ops.monitoring import job_monitors, job_outcome_monitored
 from project.errors import InfrastructureUnavailable, TrawlError
@@ -64,70 +67,47 @@ def job_execute(
             logger.warning("job %s: Trawl's infrastructure failed", job.pk, exc_info=True)
             if isinstance(exc, DATABASE_UNAVAILABLE):
                 database_reconnect()
-            return _result(job_requeue_infrastructure(job=job, reason=f"{type(exc).__name__}: {exc}") or job)
+            reason = f"Trawl's infrastructure failed ({type(exc).__name__}: {exc})"
+            return _result(job_requeue(job=job, reason=reason, counts_attempt=False) or job)
 
 
 def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
-    """Everything after the claim, while the attempt's log is captured."""
+    """Everything after the claim, while the attempt's log is captured: route, crawl, then the outcome."""
     if cancel_requested(job_id=job.id):
-        return _result(job_end(job=job, error_class=ErrorClass.CANCELLED, message="cancelled before it started") or job)
+        return _ended(job, ErrorClass.CANCELLED, "cancelled before it started")
     try:
-        version = version_for(job=job, shard=shard)
-        # A packaged version's spider is imported inside its own environment, never in this process.
-        spider_cls = None if version.package_id else spider_load(version.spider)
+        version, spider_cls = _routed(job, shard=shard)
     except SpiderImportError as exc:  # the version's code is broken: its author's error, with its traceback
         logger.error("job %s: %s\n%s", job.pk, exc.message, exc.detail)
-        message = f"{exc.message}\n\n{exc.detail}".rstrip()
-        return _result(job_end(job=job, error_class=ErrorClass.SPIDER_ERROR, message=message) or job)
+        return _ended(job, ErrorClass.SPIDER_ERROR, f"{exc.message}\n\n{exc.detail}".rstrip())
     except TrawlError as exc:
-        return _result(job_end(job=job, error_class=ErrorClass.ROUTING, message=exc.message) or job)
-    if not shard:
-        CrawlJob.objects.filter(pk=job.pk).update(version=version)
-    job.version = version
-    scrapy_settings = scrapy_settings_for(job=job, version=version)
+        return _ended(job, ErrorClass.ROUTING, exc.message)
     # Every crawl keeps its scheduler state in the job's frontier, a packaged one too: its child process runs Trawl's
     # scheduler against the same Redis keys (crawls.scraping.child).
     frontier = Shard(job, index=shard) if settings.TRAWL_FRONTIER_ENABLED else None
-    if frontier is not None:
-        scrapy_settings.update(frontier.scrapy_settings())
-        frontier.publish_others()
-    scrapy_settings["TRAWL_MONITORS"] = job_monitors(job=job, version=version)
-    job_log_level(level=scrapy_settings.get("LOG_LEVEL") or "INFO")
-    domain = urlsplit(job.url).hostname
-    logger.info(
-        "job start id=%s version=%s/%s variant=%s domain=%s priority=%s attempt=%s shard=%s/%s worker=%s",
-        job.pk,
-        job.scraper.name,
-        version.version,
-        version.variant,
-        domain or "-",
-        job.priority,
-        job.attempt,  # the claimed job's: with fair share, not always the message's job and attempt
-        shard,
-        job.parallelism,
-        worker,
-    )
-    tracker = JobTracker(job, shard=frontier)
+    scrapy_settings = _crawl_settings(job, version, frontier=frontier)
+    _log_start(job, version, worker=worker, shard=shard)
+    ingest = ItemIngest(job, shard=frontier)
     run = partial(run_spider, spider_cls=spider_cls) if spider_cls else partial(package_run, version=version)
     try:
         crawl, session = run(
             settings=scrapy_settings,
             spider_kwargs=_spider_kwargs(job),
             timeout=_time_left(job, version),
-            on_tick=tracker,
+            on_tick=CrawlTick(job, ingest=ingest, shard=frontier),
             tick_seconds=TICK_SECONDS,
         )
     except PackageUnavailable as exc:
-        return _result(job_end(job=job, error_class=ErrorClass.PACKAGE, message=exc.message) or job)
+        return _ended(job, ErrorClass.PACKAGE, exc.message)
     if frontier is not None:
         frontier.check_intact(crawl.stats)  # a crawl of a lost frontier is a part of the site: never its success
     if crawl.stopped_because == "infrastructure" or crawl.stats.get("trawl/infrastructure_errors"):
         raise InfrastructureUnavailable(
             f"the crawl could not reach Trawl's Redis or database ({crawl.stopped_because})"
         )
-    tracker.flush(session)
+    ingest.flush(session)
     job_screenshots_store(job=job, taken=screenshots_drain(session.crawler))
-    stats = {**job_stats(crawl.stats), **tracker.item_counts()}
+    stats = {**job_stats(crawl.stats), **ingest.item_counts()}
     if frontier is not None:
         if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier
             return {"status": JobStatus.QUEUED, "url": job.url, "job_id": str(job.pk), "requeued": True, "shard": shard}
@@ -136,7 +116,54 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
         if crawl.finish_reason == "finished" and not crawl.stopped_because:
             frontier.others_final()  # the job's numbers include every shard's last pages
         stats = {**frontier.total(stats, final=True), "finish_reason": stats.get("finish_reason", "")}
-    stats.update(source_crawl_extras(job=job, discovered=list(tracker.discovered.values()), scrapy_stats=crawl.stats))
+    return _outcome(job, crawl, stats, ingest=ingest, scrapy_settings=scrapy_settings)
+
+
+def _routed(job: CrawlJob, *, shard: int) -> tuple[Any, Any]:
+    """The version to run (recorded on the job by its first shard) and its spider class; None for a packaged
+    version, whose spider is imported inside its own environment, never in this process."""
+    version = version_for(job=job, shard=shard)
+    spider_cls = None if version.package_id else spider_load(version.spider)
+    if not shard:
+        CrawlJob.objects.filter(pk=job.pk).update(version=version)
+    job.version = version
+    return version, spider_cls
+
+
+def _crawl_settings(job: CrawlJob, version: Any, *, frontier: Shard | None) -> dict[str, Any]:
+    """The crawl's Scrapy settings: the version's, the job's frontier (opened, and the other shards published, so
+    they find it), its monitors; the attempt's log level follows them."""
+    scrapy_settings = scrapy_settings_for(job=job, version=version)
+    if frontier is not None:
+        scrapy_settings.update(frontier.scrapy_settings())
+        frontier.publish_others()
+    scrapy_settings["TRAWL_MONITORS"] = job_monitors(job=job, version=version)
+    job_log_level(level=scrapy_settings.get("LOG_LEVEL") or "INFO")
+    return scrapy_settings
+
+
+def _log_start(job: CrawlJob, version: Any, *, worker: str, shard: int) -> None:
+    logger.info(
+        "job start id=%s version=%s/%s variant=%s domain=%s priority=%s attempt=%s shard=%s/%s worker=%s",
+        job.pk,
+        job.scraper.name,
+        version.version,
+        version.variant,
+        urlsplit(job.url).hostname or "-",
+        job.priority,
+        job.attempt,
+        shard,
+        job.parallelism,
+        worker,
+    )
+
+
+def _outcome(
+    job: CrawlJob, crawl: Any, stats: dict[str, Any], *, ingest: ItemIngest, scrapy_settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The crawl's verdict (error class, then watchdogs and monitors), and the job's end with it."""
+    discovered = list(ingest.discovered.values())
+    stats.update(source_crawl_extras(job=job, discovered=discovered, scrapy_stats=crawl.stats))
     verdict = classify(
         stats=stats,
         stopped_because=crawl.stopped_because,
@@ -148,11 +175,12 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     verdict = job_outcome_monitored(
         job=job, verdict=verdict, stats=stats, scrapy_stats=crawl.stats, monitors=scrapy_settings["TRAWL_MONITORS"]
     )
-    # job_end logs the `job finish ...` line (ops.services), for every way a job ends.
-    finished = job_end(job=job, error_class=verdict.error_class, message=verdict.message, stats=stats)
-    if finished is not None:
-        job_alert_notify(job=finished)
-    return _result(finished or job)
+    # The end's follow-ups log the `job finish ...` line and send the alerts, for every way a job ends.
+    return _ended(job, verdict.error_class, verdict.message, stats=stats, alerts=verdict.alerts)
+
+
+def _ended(job: CrawlJob, error_class: str, message: str, **outcome: Any) -> dict[str, Any]:
+    return _result(job_end(job=job, error_class=error_class, message=message, **outcome) or job)
 
 
 def shard_leave(*, job: CrawlJob, frontier: Shard, stats: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """Durable and parallel runs of one job: its shards, their shared frontier, their summed stats, a warm requeue.
 
 A job with `parallelism: N` runs as N `run_crawl` tasks of one attempt: shard 0 claims the job (queued → running)
-and publishes shards 1..N-1, which join while the job is running at that attempt. Every shard crawls from the job's
-frontier in Redis (crawls.frontier). A shard that finds the queue empty and nothing in flight anywhere leaves; the
-last to leave ends the job through `job_end`, with the stats of every shard of every attempt summed. Any other way
-a shard stops (cancel, timeout, a watchdog, a crash) ends the job for all: the others see it at their next heartbeat.
+and publishes shards 1..N-1, which join while the job is running at that attempt (claim and join are
+crawls.services.lifecycle's). Every shard crawls from the job's frontier in Redis (crawls.frontier). A shard that
+finds the queue empty and nothing in flight anywhere leaves; the last to leave ends the job through `job_end`, with
+the stats of every shard of every attempt summed. Any other way a shard stops (cancel, timeout, a watchdog, a
+crash) ends the job for all: the others see it at their next heartbeat.
 
 Shard 0 opens the frontier before it publishes the others: it joins the frontier an earlier attempt left, or creates
 a fresh one (a new epoch, crawls.frontier.leases) when there is none, say after Redis lost it; the crawl then starts
@@ -19,12 +20,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from django.conf import settings
-
 from crawls.frontier import Frontier, FrontierLost
-from crawls.models import CrawlJob, JobStatus
-from crawls.publish import publish_crawl, publish_shards
-from project.redis import get_redis, hash_tag, redis_key
+from crawls.models import CrawlJob
+from crawls.publish import publish_shards
+from crawls.services.lifecycle import job_requeue
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -34,17 +33,6 @@ SAMPLE_KEEP = 5  # list values (invalid_sample) kept when summing
 FINAL = "final"  # in a shard's progress snapshot once its crawl is over
 FINAL_WAIT_SECONDS = 5.0  # how long the last shard waits for the others' final numbers (a dead one never sends them)
 FINAL_POLL_SECONDS = 0.05
-
-
-def shard_join(*, job_id: str, attempt: int, shard: int, worker: str) -> CrawlJob | None:
-    """A shard after the first joins its job while it runs at `attempt`; each shard of an attempt runs once."""
-    job = CrawlJob.objects.select_related("scraper", "source", "version").filter(pk=job_id).first()
-    if job is None or job.status != JobStatus.RUNNING or job.attempt != attempt or not 0 < shard < job.parallelism:
-        return None
-    claim = redis_key("frontier", hash_tag(job_id), "claim", attempt, shard)
-    if not get_redis().set(claim, worker, nx=True, ex=int(settings.TRAWL_FRONTIER_TTL_SECONDS)):
-        return None
-    return job
 
 
 def frontier_settings(*, job_id: str, attempt: int, shard: int, epoch: str = "") -> dict[str, Any]:
@@ -117,21 +105,8 @@ class Shard:
     def requeue_now(self) -> bool:
         """Warm shutdown: hand this shard's requests back and requeue the job (attempt + 1) for another worker."""
         returned = self.frontier.release()
-        running = CrawlJob.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING, attempt=self.job.attempt)
-        moved = running.update(status=JobStatus.QUEUED, attempt=self.job.attempt + 1, worker="", heartbeat_at=None)
-        if moved:
-            job = CrawlJob.objects.select_related("scraper", "version").get(pk=self.job.pk)
-            publish_crawl(job=job)
-            logger.warning(
-                "job %s attempt %s shard %s: worker shutting down; %s request(s) back in the frontier, requeued as "
-                "attempt %s",
-                job.pk,
-                self.job.attempt,
-                self.index,
-                returned,
-                job.attempt,
-            )
-        return bool(moved)
+        reason = f"worker shutting down; shard {self.index} handed {returned} request(s) back to the frontier"
+        return job_requeue(job=self.job, reason=reason, counts_attempt=True) is not None
 
 
 def stats_sum(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:

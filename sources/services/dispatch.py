@@ -7,36 +7,19 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from crawls.models import ACTIVE_STATUSES, CrawlJob
-from crawls.publish import publish_crawls
+from crawls.services.lifecycle import jobs_create_many
 from project.lease import Lease
-from sources.models import Source, validate_timezone
-from sources.scheduling import Window
+from sources.models import Source
+from sources.windows import source_window
 
 logger = logging.getLogger("trawl.scheduling")
 
 DISPATCH_LEASE = "dispatch-due-sources"
-
-
-def source_window(source: Source) -> Window | None:
-    """The source's crawl window, else its scraper's (`TRAWL_CRAWL_WINDOW` in the scraper's settings), else none."""
-    start, end, zone = source.window_start_hour, source.window_end_hour, source.timezone
-    if start is None or end is None:
-        spec = (source.scraper.settings or {}).get("TRAWL_CRAWL_WINDOW") or {}
-        start, end, zone = spec.get("start_hour"), spec.get("end_hour"), spec.get("timezone") or "UTC"
-    if start is None or end is None:
-        return None
-    try:
-        validate_timezone(zone)
-    except ValidationError:
-        logger.warning("source %s: unknown timezone %r, its crawl window is read in UTC", source.pk, zone)
-        zone = "UTC"
-    return Window(int(start), int(end), zone)
 
 
 def sources_dispatch_due(
@@ -89,10 +72,11 @@ def _due(now: datetime) -> QuerySet[Source]:
 
 @transaction.atomic
 def sources_book_due(*, now: datetime, limit: int) -> tuple[list[CrawlJob], int]:
-    """Book up to `limit` due sources in one transaction: a job for each inside its crawl window (published on
-    commit), the next opening of the window for the others. Returns the jobs and how many sources wait."""
+    """Book up to `limit` due sources in one transaction: a job for each inside its crawl window (created, checked and
+    published on commit by crawls.services.lifecycle.jobs_create_many), the next opening of the window for the others.
+    Returns the jobs and how many sources wait."""
     sources = list(_due(now)[:limit])
-    jobs: list[CrawlJob] = []
+    dispatched: list[Source] = []
     for source in sources:
         window = source_window(source)
         opens = window.next_open(now) if window else now
@@ -103,11 +87,19 @@ def sources_book_due(*, now: datetime, limit: int) -> tuple[list[CrawlJob], int]
         # A placeholder until the job ends and plans the real next run; it keeps the source booked meanwhile.
         source.next_sync_at = now + timedelta(seconds=source.current_interval)
         source.schedule_note = f"dispatched {now:%Y-%m-%d %H:%M} UTC; the next run is planned when its job ends"
-        jobs.append(CrawlJob(url=source.url, scraper_id=source.scraper_id, priority=source.priority, source=source))
+        dispatched.append(source)
+    specs = [
+        {"url": source.url, "scraper": source.scraper.name, "priority": source.priority, "source": source}
+        for source in dispatched
+    ]
+    # A source whose job request is invalid gets no job (logged); the others are not held back by it.
+    jobs = jobs_create_many(specs=specs, skip_invalid=True)
+    with_job = {job.source_id for job in jobs}
+    for source in dispatched:
+        if source.pk not in with_job:
+            source.schedule_note = f"not dispatched {now:%Y-%m-%d %H:%M} UTC: its job request is invalid (see the log)"
     _book(sources)
-    CrawlJob.objects.bulk_create(jobs)
-    transaction.on_commit(lambda: _publish(jobs))
-    return jobs, len(sources) - len(jobs)
+    return jobs, len(sources) - len(dispatched)
 
 
 def _book(sources: list[Source]) -> None:
@@ -118,8 +110,3 @@ def _book(sources: list[Source]) -> None:
         groups[(source.next_sync_at, source.schedule_note)].append(source.pk)
     for (next_sync_at, note), ids in groups.items():
         Source.objects.filter(pk__in=ids).update(next_sync_at=next_sync_at, schedule_note=note)
-
-
-def _publish(jobs: list[CrawlJob]) -> None:
-    # A publish that fails leaves its job queued in the database, where the reaper publishes it again.
-    publish_crawls(jobs=jobs)

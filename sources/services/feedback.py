@@ -11,7 +11,7 @@ from django.utils import timezone
 from crawls.models import CrawlJob
 from sources.models import Source
 from sources.scheduling import job_outcome, next_run_at, plan_next_run
-from sources.services.dispatch import source_window
+from sources.windows import source_window
 
 
 @transaction.atomic

@@ -31,8 +31,8 @@ def frontier_crawl_settings(job: str) -> dict[str, Any]:
 
 
 def storing_tick(frontier: Frontier, into: list | None = None) -> Callable[[Any], str]:
-    """What JobTracker does every tick: store the drained items (here: into `into`, or nowhere), then tell the
-    frontier."""
+    """What ItemIngest does every tick (crawls.services.ingestion): store the drained items (here: into `into`, or
+    nowhere), then tell the frontier."""
 
     def tick(session: Any) -> str:
         if batch := session.drain(100):

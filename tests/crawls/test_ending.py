@@ -11,15 +11,16 @@ from django.utils import timezone
 from callbacks.models import Delivery
 from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import FINALIZE_BATCH
-from crawls.services import ending, job_cancel, job_claim
+from crawls.services import followups, job_cancel, job_claim
 from crawls.services.batch_runs import batch_jobs_end_lost
 from crawls.services.batches import batch_cancel
+from crawls.services.lifecycle import job_end
 from crawls.services.reaper import jobs_reap
 from registry.models import Scraper
 from sources.models import Source
 
 pytestmark = pytest.mark.django_db
-FOLLOWUPS = [followup.__name__ for followup in ending.JOB_FOLLOWUPS]
+FOLLOWUPS = [followup.__name__ for followup in followups.JOB_FOLLOWUPS]
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def followups_seen(monkeypatch):
         run.__name__ = followup.__name__
         return run
 
-    monkeypatch.setattr(ending, "JOB_FOLLOWUPS", tuple(watched(followup) for followup in ending.JOB_FOLLOWUPS))
+    monkeypatch.setattr(followups, "JOB_FOLLOWUPS", tuple(watched(followup) for followup in followups.JOB_FOLLOWUPS))
     return seen
 
 
@@ -61,13 +62,13 @@ def source_job(requester, *, status=JobStatus.QUEUED, attempt=1, max_attempts=3,
 
 def worker_succeeds(requester):
     job = source_job(requester)
-    ending.job_end(job=job_claim(job_id=job.pk, attempt=1, worker="w"), stats={"pages": 3, "items": 2})
+    job_end(job=job_claim(job_id=job.pk, attempt=1, worker="w"), stats={"pages": 3, "items": 2})
     return job, JobStatus.SUCCEEDED
 
 
 def worker_fails(requester):
     job = source_job(requester)
-    ending.job_end(job=job_claim(job_id=job.pk, attempt=1, worker="w"), error_class=ErrorClass.HTTP_5XX)
+    job_end(job=job_claim(job_id=job.pk, attempt=1, worker="w"), error_class=ErrorClass.HTTP_5XX)
     return job, JobStatus.FAILED
 
 
@@ -75,7 +76,7 @@ def worker_stops_on_cancel(requester):
     job = source_job(requester)
     claimed = job_claim(job_id=job.pk, attempt=1, worker="w")
     job_cancel(job=claimed)  # running: only flagged; the worker ends it when its crawl stops
-    ending.job_end(job=claimed, error_class=ErrorClass.CANCELLED, message="cancelled on request")
+    job_end(job=claimed, error_class=ErrorClass.CANCELLED, message="cancelled on request")
     return job, JobStatus.CANCELLED
 
 
@@ -140,8 +141,8 @@ def test_a_job_ends_once_whoever_comes_second(builtins, requester, followups_see
     job = source_job(requester)
     claimed = job_claim(job_id=job.pk, attempt=1, worker="w")
     with TestCase.captureOnCommitCallbacks(execute=True):
-        first = ending.job_end(job=claimed, error_class=ErrorClass.CANCELLED)
-        second = ending.job_end(job=claimed, stats={"pages": 1})  # a late worker: its outcome is dropped
+        first = job_end(job=claimed, error_class=ErrorClass.CANCELLED)
+        second = job_end(job=claimed, stats={"pages": 1})  # a late worker: its outcome is dropped
 
     assert first is not None and second is None
     assert CrawlJob.objects.get(pk=job.pk).status == JobStatus.CANCELLED
@@ -155,7 +156,7 @@ def test_a_failing_source_feedback_leaves_the_job_ended_and_the_follow_ups_run(
         Source.objects.filter(pk=job.source_id).update(schedule_note="half-written")
         raise RuntimeError("feedback bug")
 
-    monkeypatch.setattr(ending, "source_job_feedback", broken)
+    monkeypatch.setattr(followups, "source_job_feedback", broken)
     with TestCase.captureOnCommitCallbacks(execute=True):
         job, expected = worker_succeeds(requester)
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from crawls.frontier import FINGERPRINT_BYTES, Frontier, FrontierEnded, FrontierLost, binary_redis, frontier_delete
-from crawls.services.jobs import job_claim, job_requeue_infrastructure
+from crawls.services.lifecycle import job_claim, job_requeue
 from crawls.services.shards import Shard, stats_sum
 from tests.workers import last_json_line, script_run
 
@@ -291,7 +291,7 @@ def test_a_job_whose_frontier_is_lost_before_its_final_tally_is_requeued_to_a_fr
         Shard(job, index=1).scrapy_settings()
     with pytest.raises(FrontierLost):
         first.check_intact({})
-    requeued = job_requeue_infrastructure(job=job, reason="FrontierLost")  # what job_execute does with it
+    requeued = job_requeue(job=job, reason="FrontierLost", counts_attempt=False)  # what job_execute does with it
     fresh = Shard(requeued, index=0).scrapy_settings()["TRAWL_FRONTIER"]["epoch"]
 
     assert (requeued.status, requeued.attempt, requeued.max_attempts - requeued.attempt) == ("queued", 2, 2)

@@ -10,7 +10,8 @@ import pytest
 from crawls.models import CrawlJob
 from crawls.publish import RUN_CRAWL, publish_batch_chord
 from crawls.services.batches import batch_create
-from crawls.services.shards import Shard, shard_join
+from crawls.services.lifecycle import shard_join
+from crawls.services.shards import Shard
 
 pytestmark = pytest.mark.django_db
 

@@ -240,7 +240,7 @@ def test_the_log_is_stored_even_when_the_attempt_raises(job):
 @pytest.mark.django_db(transaction=True)  # the `job finish` line is logged once the end is committed
 def test_the_log_is_readable_as_soon_as_the_job_has_ended(job, settings):
     """A job shorter than a flush interval: a reader who sees the final status must find the log, not ''."""
-    from crawls.services.ending import job_end
+    from crawls.services.lifecycle import job_end
 
     settings.TRAWL_JOB_LOG_FLUSH_SECONDS = 3600  # the flusher thread never writes during this test
     with job_log_capture(job_id=job.pk, attempt=job.attempt):

@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import TestCase
 from django.utils import timezone
 
 from callbacks.models import Delivery
 from crawls.models import CrawlJob, JobStatus
 from crawls.scraping.outcome import CrawlVerdict
+from crawls.services.lifecycle import job_end
 from ops.alerts import job_alert_emit
 from ops.monitoring import job_monitors, job_outcome_monitored
 from ops.stats import job_numbers
@@ -88,11 +90,16 @@ def test_monitors_merge_scraper_version_and_source(source):
     assert job_monitors(job=running_job(source), version=version) == {"min_items": 5, "max_error_rate": 0.5}
 
 
-def test_breaches_are_stored_on_the_job_and_fail_it_when_marked(source):
+def test_breaches_are_stored_by_the_end_which_alerts_and_fails_the_job_when_marked(source, settings):
+    settings.TRAWL_ALERT_WEBHOOK_URL = "http://ops.test/alerts"
     for minutes in (50, 40, 30):
         run(source, minutes_ago=minutes, items=100, pages=10)
     job = running_job(source)
     monitors = {"min_items": 100, "max_items_drop": {"value": 0.5, "fail": True}}
+    breaches = [
+        {"monitor": "min_items", "expected": 100, "actual": 1},
+        {"monitor": "max_items_drop", "expected": 0.5, "actual": 0.99},
+    ]
 
     verdict = job_outcome_monitored(
         job=job, verdict=CrawlVerdict(""), stats={"items": 1}, scrapy_stats={}, monitors=monitors
@@ -100,11 +107,26 @@ def test_breaches_are_stored_on_the_job_and_fail_it_when_marked(source):
 
     assert verdict.error_class == "monitor"
     assert "max_items_drop expected 0.5, got 0.99" in verdict.message
+    assert verdict.alerts == breaches
     job.refresh_from_db()
-    assert job.alerts == [
-        {"monitor": "min_items", "expected": 100, "actual": 1},
-        {"monitor": "max_items_drop", "expected": 0.5, "actual": 0.99},
-    ]
+    assert job.alerts == [], "nothing is written before the job's end"
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        ended = job_end(job=job, error_class=verdict.error_class, message=verdict.message, alerts=verdict.alerts)
+    assert (ended.status, ended.alerts) == ("failed", breaches)
+    alert = Delivery.objects.get(event="job.alert")  # a follow-up of the end: the operators' URL (no callback_url)
+    assert (alert.target_url, alert.payload["data"]["alerts"]) == ("http://ops.test/alerts", breaches)
+
+
+def test_an_end_that_loses_its_race_stores_no_alert_and_sends_none(source, settings):
+    settings.TRAWL_ALERT_WEBHOOK_URL = "http://ops.test/alerts"
+    job = running_job(source)
+    CrawlJob.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED)  # ended elsewhere first
+
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        assert job_end(job=job, alerts=[{"monitor": "min_items", "expected": 100, "actual": 1}]) is None
+
+    assert CrawlJob.objects.get(pk=job.pk).alerts == []
+    assert not Delivery.objects.filter(event="job.alert").exists()
 
 
 def test_watchdog_stops_become_error_classes(source):

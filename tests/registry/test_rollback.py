@@ -14,7 +14,7 @@ from access.services import token_issue
 from callbacks.models import Delivery
 from callbacks.signing import signature_verify
 from crawls.models import CrawlJob, JobStatus
-from crawls.services.ending import job_end
+from crawls.services.lifecycle import job_end
 from registry.models import ScraperVersion
 from registry.services import traffic_set, version_create, version_rollback, version_rollback_check, version_route
 from tests.registry.factories import LINK_SPIDER, make_job, make_scraper

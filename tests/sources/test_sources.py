@@ -18,8 +18,8 @@ from crawls.publish import RUN_CRAWL
 from crawls.scraping.discovery import discovered
 from crawls.scraping.retry_after import RETRY_AFTER_STAT, RetryAfterStats
 from crawls.services import job_claim
-from crawls.services.ending import job_end
-from crawls.services.tracker import JobTracker
+from crawls.services.ingestion import ItemIngest
+from crawls.services.lifecycle import job_end
 from project.errors import TrawlError
 from project.lease import Lease
 from project.redis import get_redis, redis_key
@@ -377,7 +377,7 @@ class FakeSession:
 
 
 def test_the_job_tracker_keeps_discovered_links_apart_from_items(hub):
-    tracker = JobTracker(hub_job(hub))
+    tracker = ItemIngest(hub_job(hub))
     session = FakeSession([{"url": "http://shop.test/p/1", "title": "One"}, discovered("http://shop.test/c/1")])
 
     tracker.flush(session)

@@ -1,0 +1,122 @@
+"""Checking job requests before any row exists: the URL, the callback, priority and parallelism, options, and the
+registry (the scraper, its version or variant). Every job is checked here, whoever submits it (crawls.services.
+lifecycle.jobs_create_many): one submitted over REST, a batch of thousands, a dispatch pass of every due source.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from access.models import Requester
+from crawls.scraping.inputs import options_check
+from crawls.scraping.patterns import PatternError
+from project.errors import TrawlError
+from project.net import target_check
+from registry.models import Scraper, ScraperVersion, Variant
+from throttling.services import throttle_check_url
+
+# What a job spec may carry; `source` only from Trawl's own code (the API's serializers refuse it).
+SPEC_FIELDS = ("url", "scraper", "version", "variant", "priority", "callback_url", "options", "parallelism", "source")
+
+
+class JobSpecsInvalid(TrawlError):
+    """Some specs of a submission are invalid: `errors` maps each one's index to its TrawlError (naming the field)."""
+
+    def __init__(self, errors: dict[int, TrawlError]) -> None:
+        first = errors[min(errors)]
+        super().__init__(first.message, field=first.field)
+        self.errors = errors
+
+
+def validate_crawl_url(url: str, *, field: str = "url") -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TrawlError(f"{url!r} is not an http(s) URL with a host", field=field)
+    return url
+
+
+def job_options_validate(options: Any) -> None:
+    """A job's options as its spider will run them: regexes on RE2 (linear time), selectors without extension
+    functions (crawls/scraping/inputs.py, which the spiders use too). Raises TrawlError naming `options` and the key."""
+    try:
+        options_check(options)
+    except PatternError as exc:
+        raise TrawlError(str(exc), field="options") from None
+
+
+class SpecChecker:
+    """Checks job specs against the registry, asking it once per scraper, version and variant: a dispatch pass of
+    10,000 sources of a few scrapers costs a few queries, not 10,000."""
+
+    def __init__(self, *, requester: Requester | None = None) -> None:
+        self.requester = requester
+        self.scrapers: dict[str, Scraper | None] = {}
+        self.active: dict[tuple[int, str, str], bool] = {}
+
+    def check_all(self, specs: list[dict[str, Any]]) -> tuple[list[Scraper | None], dict[int, TrawlError]]:
+        """The scraper of each spec (None where invalid) and the error of each invalid one, by index."""
+        scrapers: list[Scraper | None] = []
+        errors: dict[int, TrawlError] = {}
+        for index, spec in enumerate(specs):
+            try:
+                scrapers.append(self.check(spec))
+            except TrawlError as exc:
+                scrapers.append(None)
+                errors[index] = exc
+        return scrapers, errors
+
+    def check(self, spec: dict[str, Any]) -> Scraper:
+        """Check one job spec; return the scraper it names. Raises TrawlError naming the field.
+
+        With TRAWL_BLOCK_PRIVATE_TARGETS on, callbacks must be public hosts, and so must crawl URLs of non-admin
+        requesters (scheduled sources are admin-made)."""
+        unknown = sorted(set(spec) - set(SPEC_FIELDS))
+        if unknown:
+            raise TrawlError("unknown field", field=unknown[0])
+        url = spec.get("url") or ""
+        validate_crawl_url(url)
+        if self.requester is not None and not self.requester.is_admin:
+            target_check(url, field="url")
+        # A scheduled source of a blocked domain must not abort the dispatch of every other source: its crawl fails
+        # fast instead (the throttle drops its requests).
+        if spec.get("source") is None:
+            throttle_check_url(url=url)
+        if callback_url := spec.get("callback_url") or "":
+            validate_crawl_url(callback_url, field="callback_url")
+            target_check(callback_url, field="callback_url")
+        priority = spec.get("priority", 50)
+        if not 1 <= int(priority) <= 100:
+            raise TrawlError(f"priority must be between 1 and 100, got {priority}", field="priority")
+        parallelism, limit = spec.get("parallelism", 1), settings.TRAWL_MAX_PARALLELISM
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= limit:
+            message = f"parallelism must be an integer between 1 and {limit}, got {parallelism!r}"
+            raise TrawlError(message, field="parallelism")
+        job_options_validate(spec.get("options"))
+        return self._registry_check(spec.get("scraper") or "", spec.get("version") or "", spec.get("variant") or "")
+
+    def _registry_check(self, scraper_name: str, version: str, variant: str) -> Scraper:
+        scraper_name = scraper_name or settings.TRAWL_DEFAULT_SCRAPER
+        if scraper_name not in self.scrapers:
+            self.scrapers[scraper_name] = Scraper.objects.filter(name=scraper_name).first()
+        scraper = self.scrapers[scraper_name]
+        if scraper is None:
+            raise TrawlError(f"no scraper named {scraper_name!r}", field="scraper")
+        if version and not self._has_active(scraper, version=version):
+            raise TrawlError(f"scraper {scraper_name!r} has no active version {version!r}", field="version")
+        if variant and variant not in Variant.values:
+            raise TrawlError(f"variant must be one of {', '.join(Variant.values)}", field="variant")
+        if variant and not version and not self._has_active(scraper, variant=variant):
+            # Refused now, like an unknown version: accepting it would only fail the job later with `routing`.
+            raise TrawlError(f"scraper {scraper_name!r} has no active {variant!r} version", field="variant")
+        return scraper
+
+    def _has_active(self, scraper: Scraper, *, version: str = "", variant: str = "") -> bool:
+        key = (scraper.pk, version, variant)
+        if key not in self.active:
+            wanted = {"version": version} if version else {"variant": variant}
+            active = ScraperVersion.objects.filter(scraper=scraper, deprecated_at__isnull=True, **wanted)
+            self.active[key] = active.exists()
+        return self.active[key]

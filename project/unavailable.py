@@ -35,6 +35,10 @@ def unavailable_dependency(exc: Exception) -> str | None:
     away = redis.exceptions.ConnectionError | redis.exceptions.TimeoutError | redis.exceptions.ClusterDownError
     if isinstance(exc, away):
         return "redis"
+    # A cluster client that reaches no node at its first connection wraps the ConnectionError in the catch-all
+    # RedisClusterException (which also means client-side mistakes such as CROSSSLOT): away only with that cause.
+    if isinstance(exc, redis.exceptions.RedisClusterException) and isinstance(exc.__cause__, away):
+        return "redis"
     # Django's OperationalError is the driver's "server gone, refused, restarting, shutting down"; InterfaceError a
     # connection already closed under us. Bad SQL is ProgrammingError or DataError, still a 500.
     if isinstance(exc, OperationalError | InterfaceError):

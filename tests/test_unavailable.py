@@ -89,3 +89,22 @@ def test_a_redis_cluster_without_a_primary_for_some_slots_counts_as_redis_away_a
 
     assert unavailable_dependency(redis.exceptions.ClusterDownError("CLUSTERDOWN The cluster is down")) == "redis"
     assert unavailable_dependency(redis.exceptions.ResponseError("CROSSSLOT Keys don't hash to the same slot")) is None
+
+
+def test_a_redis_cluster_that_no_node_answers_at_first_connection_counts_as_redis_away():
+    """redis-py wraps the refused connection in its catch-all RedisClusterException: the cause decides."""
+    import socket
+
+    import redis.exceptions
+    from redis.cluster import RedisCluster
+
+    from project.unavailable import unavailable_dependency
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(redis.exceptions.RedisClusterException) as refused:
+        RedisCluster(host="127.0.0.1", port=port).ping()
+    assert unavailable_dependency(refused.value) == "redis"
+    mistake = redis.exceptions.RedisClusterException("Keys in request don't hash to the same slot")
+    assert unavailable_dependency(mistake) is None

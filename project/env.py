@@ -111,3 +111,5 @@ STATS_METRICS_TOKEN = os.environ.get("TRAWL_STATS_METRICS_TOKEN", "")
 CHROMIUM = os.environ.get("TRAWL_RENDER_CHROMIUM", "/usr/bin/chromium")
 RENDER_MAX_PAGES = _int("TRAWL_RENDER_MAX_PAGES", 4)
 RENDER_RECYCLE_PAGES = _int("TRAWL_RENDER_RECYCLE_PAGES", 500)
+# Resident memory (MiB) of the process's Chromium processes above which its browser is retired like after its pages.
+RENDER_RECYCLE_MEMORY_MB = _int("TRAWL_RENDER_RECYCLE_MEMORY_MB", 2048)

@@ -273,3 +273,4 @@ TRAWL_RENDER_MAX_PAGES = env.RENDER_MAX_PAGES  # pages open at once across the p
 TRAWL_RENDER_SCREENSHOTS = 0  # screenshots of a crawl's first pages (a job's `screenshots` option asks for some)
 TRAWL_RENDER_SCREENSHOTS_MAX = 10  # per crawl, failures included: a job's screenshots stay small
 TRAWL_RENDER_RECYCLE_PAGES = env.RENDER_RECYCLE_PAGES  # pages a browser opens before new contexts go to a fresh one
+TRAWL_RENDER_RECYCLE_MEMORY_MB = env.RENDER_RECYCLE_MEMORY_MB  # Chromium RSS (MiB) above which it is retired too

@@ -142,15 +142,21 @@ def test_a_rendered_job_keeps_screenshots_of_its_first_page_and_of_a_failed_wait
     assert page.count('src="data:image/jpeg;base64,') == 2
 
 
+@pytest.mark.parametrize(
+    "bound",
+    [{"TRAWL_RENDER_RECYCLE_PAGES": "10"}, {"TRAWL_RENDER_RECYCLE_PAGES": "0", "TRAWL_RENDER_RECYCLE_MEMORY_MB": "1"}],
+    ids=["pages", "memory"],
+)
 def test_a_long_rendered_crawl_moves_to_a_fresh_chromium_every_recycle_pages(
-    api, builtins, django_db_setup, django_db_blocker, redis_server, tmp_path
+    bound, api, builtins, django_db_setup, django_db_blocker, redis_server, tmp_path
 ):
-    """TRAWL_RENDER_RECYCLE_PAGES shrunk from 500 to 10 (the mechanism, not the default): a 40-page crawl renders on
-    at least four browsers in turn, each gone once retired, and no page is lost."""
+    """TRAWL_RENDER_RECYCLE_PAGES shrunk from 500 to 10, or TRAWL_RENDER_RECYCLE_MEMORY_MB from 2048 to 1 (looked at
+    every 10 pages) — the mechanism, not the default: a 40-page crawl renders on at least four browsers in turn, each
+    gone once retired, and no page is lost."""
     from tests.callbacks.harness import running_alone
     from tests.workers import Worker
 
-    worker = Worker(env={"TRAWL_RENDER_RECYCLE_PAGES": "10"}, log_dir=tmp_path)
+    worker = Worker(env=bound, log_dir=tmp_path)
     site = TreeSite(pages=40, delay=0.05)
     try:
         with running_alone(worker):

@@ -4,9 +4,10 @@ cookies and storage never pass between jobs or requesters.
 
 The browser closes with the last context open on it: a process that renders nothing (between jobs, after a cancel,
 a timeout or a stall stopped its crawl) runs no Chromium, and each stretch of rendering starts with a fresh one, so
-Chromium's memory never outlives the crawls that used it. A browser that opened TRAWL_RENDER_RECYCLE_PAGES pages is
-retired: new contexts go to a fresh one, the crawls move their pages there (handler.py), and the old one closes with
-its last context — a long crawl's Chromium does not grow for ever either.
+Chromium's memory never outlives the crawls that used it. A browser that opened TRAWL_RENDER_RECYCLE_PAGES pages, or
+whose processes hold more than TRAWL_RENDER_RECYCLE_MEMORY_MB, is retired: new contexts go to a fresh one, the crawls
+move their pages there (handler.py), and the old one closes with its last context — a long crawl's Chromium does not
+grow for ever either.
 
 Chromium is launched through chromium_launch.py, which ties its life to Playwright's driver, whose stdin is the
 worker's pipe: a SIGKILLed worker takes its browser with it. A worker stopping normally closes it (`browser_close`,
@@ -23,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from playwright.async_api import Browser, BrowserContext, Playwright, async_playwright
+
+MEMORY_CHECK_PAGES = 10  # pages between two looks at the browser's memory
 
 logger = logging.getLogger("trawl.render")
 
@@ -50,6 +54,7 @@ class BrowserConfig:
     binary: str
     max_pages: int
     recycle_pages: int
+    recycle_memory_mb: int
 
     @classmethod
     def from_settings(cls, settings: Any) -> BrowserConfig:
@@ -57,6 +62,7 @@ class BrowserConfig:
             binary=settings.get("TRAWL_RENDER_CHROMIUM"),
             max_pages=settings.getint("TRAWL_RENDER_MAX_PAGES"),
             recycle_pages=settings.getint("TRAWL_RENDER_RECYCLE_PAGES"),
+            recycle_memory_mb=settings.getint("TRAWL_RENDER_RECYCLE_MEMORY_MB"),
         )
 
 
@@ -66,6 +72,7 @@ class _Launched:
     contexts: set[BrowserContext] = field(default_factory=set)
     opening: int = 0  # contexts being created: the browser is in use already
     pages: int = 0
+    pid: int | None = None  # its browser process (None: not found in the process table)
     retired: bool = False  # no new context goes to it
     closing: bool = False
 
@@ -92,7 +99,10 @@ class WorkerBrowser:
         async with self._lock:
             launched = self._current
             if launched is None or launched.retired or launched.closing or not launched.browser.is_connected():
-                launched = self._current = _Launched(browser=await self._launch(config))
+                before = chromium_browsers()
+                browser = await self._launch(config)
+                started = chromium_browsers() - before
+                launched = self._current = _Launched(browser=browser, pid=min(started) if started else None)
             launched.opening += 1
         try:
             context = await launched.browser.new_context(**kwargs)
@@ -110,11 +120,22 @@ class WorkerBrowser:
 
     def _page_opened(self, launched: _Launched, config: BrowserConfig) -> None:
         launched.pages += 1
-        if config.recycle_pages and launched.pages >= config.recycle_pages and not launched.retired:
-            logger.info("Chromium opened %d pages: the next contexts go to a fresh one", launched.pages)
-            launched.retired = True
-            if self._current is launched:
-                self._current = None
+        if launched.retired:
+            return
+        if config.recycle_pages and launched.pages >= config.recycle_pages:
+            why = f"opened {launched.pages} pages"
+        elif config.recycle_memory_mb and launched.pages % MEMORY_CHECK_PAGES == 0:
+            # Every few pages, not each: reading the process table costs a system call per Chromium process.
+            resident = chromium_resident_mib(launched.pid)
+            if resident <= config.recycle_memory_mb:
+                return
+            why = f"uses {resident:.0f} MiB (TRAWL_RENDER_RECYCLE_MEMORY_MB {config.recycle_memory_mb})"
+        else:
+            return
+        logger.info("Chromium %s: the next contexts go to a fresh one", why)
+        launched.retired = True
+        if self._current is launched:
+            self._current = None
 
     async def _launch(self, config: BrowserConfig) -> Browser:
         if self._playwright is None:
@@ -148,6 +169,38 @@ class WorkerBrowser:
         playwright, self._playwright = self._playwright, None
         if playwright is not None:
             await playwright.stop()
+
+
+def chromium_browsers() -> set[int]:
+    """This process's Chromium browser processes (its helpers — zygotes, renderers — run with a --type=...)."""
+    found = set()
+    for process in psutil.Process().children(recursive=True):
+        try:
+            command = process.cmdline()
+        except psutil.Error:  # exited while the table was read
+            continue
+        if command and "chrom" in Path(command[0]).name and not any(a.startswith("--type=") for a in command):
+            found.add(process.pid)
+    return found
+
+
+def chromium_resident_mib(pid: int | None) -> float:
+    """Resident memory of one browser and its helpers, in MiB (pages shared between them counted in each: a ceiling's
+    measure, not an accounting)."""
+    if pid is None:
+        return 0.0
+    try:
+        browser = psutil.Process(pid)
+        tree = [browser, *browser.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    resident = 0
+    for process in tree:
+        try:
+            resident += process.memory_info().rss
+        except psutil.Error:
+            continue
+    return resident / 2**20
 
 
 async def _close_quietly(browser: Browser) -> None:

@@ -31,11 +31,18 @@ CRAWLS = "crawls"
 
 @pytest.fixture
 def crawl_queue(redis_server):
-    """The broker's crawl queue, emptied before and after (a test's messages must not reach another's workers)."""
-    with current_app.connection_for_write() as conn:
-        conn.default_channel.queue_purge(CRAWLS)
-        yield lambda: queue_depths()["queues"][CRAWLS]["total"]
-        conn.default_channel.queue_purge(CRAWLS)
+    """The broker's crawl queue, emptied before and after (a test's messages must not reach another's workers), with
+    no worker consuming it meanwhile: a crawl worker an earlier test file of this process started (the session's
+    `crawl_worker`) would take a message before it is counted."""
+    paused = current_app.control.cancel_consumer(CRAWLS, reply=True, timeout=2)
+    try:
+        with current_app.connection_for_write() as conn:
+            conn.default_channel.queue_purge(CRAWLS)
+            yield lambda: queue_depths()["queues"][CRAWLS]["total"]
+            conn.default_channel.queue_purge(CRAWLS)
+    finally:
+        for reply in paused:
+            current_app.control.add_consumer(CRAWLS, destination=list(reply), reply=True, timeout=2)
 
 
 @pytest.fixture

@@ -15,6 +15,14 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def _token_new() -> str:
+    # One token in 64 would start with "-": `manage.py deploy --token -Xy...` (or any argparse option) then reads it
+    # as an option and the user sees "expected one argument". Draw again rather than change the alphabet.
+    while (token := secrets.token_urlsafe(32)).startswith("-"):
+        pass
+    return token
+
+
 @transaction.atomic
 def token_issue(
     *, requester_name: str, admin: bool = False, max_active_jobs: int | None = None
@@ -34,7 +42,7 @@ def token_issue(
     if max_active_jobs is not None:
         requester.max_active_jobs = max_active_jobs
         requester.save(update_fields=["max_active_jobs"])
-    token = secrets.token_urlsafe(32)
+    token = _token_new()
     ApiToken.objects.create(requester=requester, key_hash=token_hash(token), prefix=token[:8])
     return requester, token
 

@@ -93,3 +93,15 @@ def test_malformed_authorization_header_is_401():
     client.credentials(HTTP_AUTHORIZATION="Token two parts")
 
     assert client.get("/api/jobs/").status_code == 401
+
+
+def test_a_token_never_starts_with_a_dash_so_command_lines_take_it_as_a_value(monkeypatch):
+    import secrets
+
+    drawn = iter(["-starts-like-an-option", "Ab-cd_ef"])
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda nbytes: next(drawn))
+
+    _, token = token_issue(requester_name="dash")
+
+    assert token == "Ab-cd_ef"
+    assert token_authenticate(token=token).name == "dash"

@@ -24,6 +24,7 @@ COPY items/ items/
 COPY callbacks/ callbacks/
 COPY ops/ ops/
 COPY catalog/ catalog/
+COPY demo/ demo/
 COPY templates/ templates/
 
 # Static files are baked into the image and served by WhiteNoise; a throwaway key is enough for collectstatic.

@@ -17,6 +17,10 @@ import psutil
 BENCH_DIR = Path(__file__).resolve().parent
 BASE_DIR = BENCH_DIR.parent
 PYTHON = sys.executable
+# The Redis of the benchmarks that start a worker (a Celery broker and Trawl's state): database 4, below the ones
+# `make test`'s pytest-xdist workers take (15, 14, 13, ...), so a benchmark's worker never takes a test's tasks when
+# both run on one machine.
+BENCH_REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/4")
 if str(BASE_DIR) not in sys.path:
     sys.path.insert(1, str(BASE_DIR))  # benchmarks run as scripts yet import Trawl's modules
 

@@ -108,7 +108,7 @@ def start_worker(tmp: Path, env: dict[str, str], queues: str, concurrency: int) 
     from project.celery import app
 
     name = f"trawl-bench-{queues.split(',')[0]}-{uuid.uuid4().hex[:6]}"
-    command = [PYTHON, "-m", "celery", "-A", "project", "worker", "-Q", queues, "-c", str(concurrency)]
+    command = [PYTHON, "-m", "project.worker", "-Q", queues, "-c", str(concurrency)]
     command += ["-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "WARNING"]
     process = spawn(command, cwd=BASE_DIR, env=env, log_path=tmp / f"{name}.log")
     deadline = time.monotonic() + 90

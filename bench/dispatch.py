@@ -1,10 +1,13 @@
 """Dispatching: one pass of `sources_dispatch_due` over 100,000 sources of which 10,000 are due, on SQLite and on
-PostgreSQL. Measured per pass: wall time and SQL queries (Django's query log), then the same for the next pass (with
-nothing due: what beat pays every minute). Baseline, in the same run and database: the least any dispatcher does —
-one SELECT of the due sources' ids and one bulk INSERT of a bare job row per due source — so the ratio says what
-booking, windows, publishing and transactions cost on top.
+PostgreSQL, and of 100,000 due (all of them) to show the pass grows linearly. Measured per pass: wall time, SQL
+queries (counted) and how much the process's resident memory grew at its peak (sampled every 20 ms), then
+the same for the next pass (with nothing due: what beat pays every minute). Baseline, in the same run and database:
+the least any dispatcher does — one SELECT of the due sources' ids and one bulk INSERT of a bare job row per due
+source — so the ratio says what booking, windows, publishing and transactions cost on top.
 
-    .venv/bin/python bench/dispatch.py [--sources 100000] [--due 10000] [--rounds 3] [--backends sqlite,postgres]
+    .venv/bin/python bench/dispatch.py [--sources 100000] [--due 10000,100000] [--rounds 3] [--backends sqlite,postgres]
+
+A pass is given the whole due count as its limit (TRAWL_SCHEDULING_DISPATCH_MAX caps beat's passes at 10,000).
 
 Every round rebuilds the sources. SQLite: a throwaway file. PostgreSQL: the database named by BENCH_DISPATCH_PG_URL
 (default postgres://postgres@127.0.0.1:5432/trawl_bench_dispatch; created and dropped). Jobs are really published to
@@ -20,13 +23,71 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from _common import BASE_DIR, PYTHON
 
 PG_URL = os.environ.get("BENCH_DISPATCH_PG_URL", "postgres://postgres@127.0.0.1:5432/trawl_bench_dispatch")
 REDIS_URL = os.environ.get("BENCH_DISPATCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+
+
+@contextmanager
+def peak_rss_growth(into: dict):
+    """Samples this process's resident memory while the block runs; stores the peak's growth (MiB) in `into`."""
+    import psutil
+
+    process, done = psutil.Process(), threading.Event()
+    start = peak = process.memory_info().rss
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.02):
+            peak = max(peak, process.memory_info().rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield
+    finally:
+        done.set()
+        sampler.join()
+        into["peak_rss_growth_mib"] = round((max(peak, process.memory_info().rss) - start) / 2**20, 1)
+
+
+@contextmanager
+def counted_queries(connection):
+    """Counts the statements run in the block, keeping none of their SQL (Django's query log would keep every bulk
+    INSERT's text, and its growth would be counted as the pass's memory)."""
+    counter = {"queries": 0}
+
+    def count(execute, sql, params, many, context):
+        counter["queries"] += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        yield counter
+
+
+@contextmanager
+def timed_calls(module, name: str, *, into: list[float]):
+    """Appends the wall time of each call of `module.name` made in the block to `into`."""
+    real = getattr(module, name)
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            into.append(time.perf_counter() - started)
+
+    setattr(module, name, timed)
+    try:
+        yield
+    finally:
+        setattr(module, name, real)
 
 
 def measure(*, sources: int, due: int, rounds: int) -> dict:
@@ -36,7 +97,6 @@ def measure(*, sources: int, due: int, rounds: int) -> dict:
     django.setup()
     from django.core.management import call_command
     from django.db import connection, transaction
-    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
     from crawls.models import CrawlJob
@@ -44,6 +104,7 @@ def measure(*, sources: int, due: int, rounds: int) -> dict:
     from registry.builtins import builtins_ensure
     from registry.models import Scraper
     from sources.models import Source
+    from sources.services import dispatch
     from sources.services.dispatch import sources_dispatch_due
 
     call_command("migrate", verbosity=0)
@@ -72,23 +133,33 @@ def measure(*, sources: int, due: int, rounds: int) -> dict:
             )
             baseline = time.perf_counter() - started
             transaction.set_rollback(True)
-        with CaptureQueriesContext(connection) as first:
+        memory: dict = {}
+        chunk_seconds: list[float] = []
+        with (
+            counted_queries(connection) as first,
+            peak_rss_growth(memory),
+            timed_calls(dispatch, "sources_book_due", into=chunk_seconds),
+        ):
             started = time.perf_counter()
-            jobs = sources_dispatch_due(now=now, lease=False)
+            published = sources_dispatch_due(now=now, lease=False, limit=due)
             first_seconds = time.perf_counter() - started
         get_redis().flushdb()
-        with CaptureQueriesContext(connection) as second:
+        with counted_queries(connection) as second:
             started = time.perf_counter()
-            again = sources_dispatch_due(now=now, lease=False)
+            again = sources_dispatch_due(now=now, lease=False, limit=due)
             second_seconds = time.perf_counter() - started
-        assert len(jobs) == due and not again, (len(jobs), len(again))
+        assert published == due == CrawlJob.objects.count() and not again, (published, again)
         results.append(
             {
                 "pass_seconds": first_seconds,
-                "pass_queries": len(first),
+                "pass_queries": first["queries"],
                 "idle_pass_seconds": second_seconds,
-                "idle_pass_queries": len(second),
+                "idle_pass_queries": second["queries"],
                 "baseline_seconds": baseline,
+                # Linear means each chunk costs the same at the end of a pass as at its start.
+                "chunk_seconds_first_tenth": statistics.mean(chunk_seconds[: max(1, len(chunk_seconds) // 10)]),
+                "chunk_seconds_last_tenth": statistics.mean(chunk_seconds[-max(1, len(chunk_seconds) // 10) :]),
+                **memory,
             }
         )
     best = min(results, key=lambda row: row["pass_seconds"])
@@ -97,12 +168,13 @@ def measure(*, sources: int, due: int, rounds: int) -> dict:
         "sources": sources,
         "due": due,
         **{key: round(value, 3) if isinstance(value, float) else value for key, value in best.items()},
+        "peak_rss_growth_mib": max(row["peak_rss_growth_mib"] for row in results),  # the worst round's
         "median_pass_seconds": round(statistics.median(row["pass_seconds"] for row in results), 3),
         "ratio_to_baseline": round(best["pass_seconds"] / best["baseline_seconds"], 2),
     }
 
 
-def run_backend(backend: str, args: argparse.Namespace) -> dict:
+def run_backend(backend: str, args: argparse.Namespace, *, due: int) -> dict:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", "REDIS_URL": REDIS_URL}
     env["PYTHONPATH"] = str(BASE_DIR)
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,7 +184,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
             env["DATABASE_URL"] = PG_URL
             _pg(PG_URL, "create")
         try:
-            command = [PYTHON, __file__, "--child", "--sources", str(args.sources), "--due", str(args.due)]
+            command = [PYTHON, __file__, "--child", "--sources", str(max(args.sources, due)), "--due", str(due)]
             command += ["--rounds", str(args.rounds)]
             out = subprocess.run(command, env=env, cwd=BASE_DIR, capture_output=True, text=True, check=False)
         finally:
@@ -148,13 +220,13 @@ def _pg_answers(url: str) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sources", type=int, default=100_000)
-    parser.add_argument("--due", type=int, default=10_000)
+    parser.add_argument("--due", default="10000,100000", help="due counts, one row each (sources: at least as many)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(sources=args.sources, due=args.due, rounds=args.rounds)))
+        print(json.dumps(measure(sources=args.sources, due=int(args.due), rounds=args.rounds)))
         return
     from project.redis_server import redis_start_if_absent
 
@@ -165,7 +237,7 @@ def main() -> None:
             if backend == "postgres" and not _pg_answers(PG_URL):
                 print(f"postgres: skipped, nothing answers at {PG_URL.rpartition('/')[0]}", file=sys.stderr)
                 continue
-            results.append(run_backend(backend, args))
+            results += [run_backend(backend, args, due=int(due)) for due in args.due.split(",")]
     finally:
         if redis is not None:
             redis.terminate()
@@ -173,9 +245,18 @@ def main() -> None:
         print(
             f"{row['backend']:>10}: {row['sources']:,} sources, {row['due']:,} due: pass {row['pass_seconds']} s "
             f"({row['pass_queries']} queries), idle pass {row['idle_pass_seconds']} s ({row['idle_pass_queries']} "
-            f"queries); baseline {row['baseline_seconds']} s, ratio {row['ratio_to_baseline']}",
+            f"queries); baseline {row['baseline_seconds']} s, ratio {row['ratio_to_baseline']}; peak RSS growth "
+            f"{row['peak_rss_growth_mib']} MiB; a chunk of {row['chunk_seconds_first_tenth']} s in the pass's first "
+            f"tenth, {row['chunk_seconds_last_tenth']} s in its last",
             file=sys.stderr,
         )
+    for backend in {row["backend"] for row in results}:
+        passes = {row["due"]: row["pass_seconds"] for row in results if row["backend"] == backend}
+        if 10_000 in passes:
+            print(f"{backend:>10}: 10,000 due in {passes[10_000]} s (goal <= 5 s)", file=sys.stderr)
+        if 10_000 in passes and 100_000 in passes:
+            growth = round(passes[100_000] / passes[10_000], 2)
+            print(f"{backend:>10}: 100,000 due / 10,000 due = {growth} (goal <= 10: linear)", file=sys.stderr)
     print(json.dumps({"benchmark": "dispatch", "results": results}))
 
 

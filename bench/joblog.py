@@ -43,8 +43,8 @@ def log_records(handler: logging.Handler, records: int) -> float:
 def captured(records: int) -> float:
     from django.conf import settings
 
-    from ops.joblog import JobLogSink, job_log_forget
-    from ops.logcapture import JobLogCapture
+    from crawls.joblog import JobLogSink, job_log_forget
+    from crawls.logcapture import JobLogCapture
 
     job_id = f"bench-{uuid.uuid4().hex[:8]}"
     capture = JobLogCapture(sink=JobLogSink(job_id=job_id, attempt=1), level=logging.DEBUG)

@@ -10,7 +10,7 @@ and from `ready` to the first job started and finished; the last line is a JSON 
 
     .venv/bin/python bench/packages.py [--pages 2000] [--rounds 2]
 
-Uses Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, started if absent) and throwaway directories.
+Uses Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379/4, started if absent) and throwaway directories.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import exit_on_sigterm, running, served, stop, write_link_site
-from crawl import setup_django, start_worker, tail, unthrottle, use_bench_environment
+from _common import BENCH_REDIS_URL, exit_on_sigterm, running, served, stop, write_link_site
+from _setup import setup_django, start_worker, tail, unthrottle, use_bench_environment
 
 GOAL = 0.90
 MAXDEPTH = 50
@@ -181,7 +181,7 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2, help="rounds of in-process then packaged")
     parser.add_argument("--timeout", type=float, default=300, help="seconds one crawl or build may take")
-    parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
+    parser.add_argument("--redis-url", default=BENCH_REDIS_URL)
     args = parser.parse_args()
     exit_on_sigterm()
     try:

@@ -3,15 +3,18 @@
 
 A is `scrapy runspider bench/spiders/link.py -a render=1` with scrapy-playwright's handler on Chromium at
 TRAWL_RENDER_CHROMIUM (the launch arguments Trawl uses), PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = Trawl's
-TRAWL_RENDER_MAX_PAGES; B is the `link` scraper with `render: true`. Both launch their browser inside the measured
-span (Trawl's closes with the job's last context). Rounds alternate A B A B; time is crawl time as in bench/crawl.py.
+TRAWL_RENDER_MAX_PAGES; B is the `link` scraper with `render: true`, submitted without a requester (trusted: Chromium
+connects directly); C is the same job for an ordinary requester under the private-target guard (allow-listing
+127.0.0.0/8, the site's network), whose pages connect through the crawl's guard proxy
+(crawls/scraping/rendering/proxy.py). All launch their browser inside the measured span (Trawl's closes with the job's
+last context). Rounds alternate A B C A B C; time is crawl time as in bench/crawl.py.
 Prints pages/s, Trawl/plain (goal >= 0.85), peak memory (PSS) of each side with its browser (Scrapy or the worker's pool
 process, plus Playwright's driver and every Chromium process under it), and — for docs/rendering.md — the same Trawl
 job without rendering, so the cost of a rendered page against a plain HTTP one. The last line is a JSON summary.
 
     .venv/bin/python bench/render.py [--pages 300] [--rounds 2]
 
-Uses Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, started if absent) and a throwaway SQLite file.
+Uses Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379/4, started if absent) and a throwaway SQLite file.
 """
 
 from __future__ import annotations
@@ -27,19 +30,8 @@ import time
 from pathlib import Path
 
 import psutil
-from _common import BusyCores, PeakRss, exit_on_sigterm, mib, running, served, spawn, write_link_site
-from crawl import (
-    MAXDEPTH,
-    PYTHON,
-    SPIDER,
-    Run,
-    scrapy_settings_args,
-    setup_django,
-    start_worker,
-    tail,
-    unthrottle,
-    use_bench_environment,
-)
+from _common import BENCH_REDIS_URL, BusyCores, PeakRss, exit_on_sigterm, mib, running, spawn
+from _setup import MAXDEPTH, PYTHON, SPIDER, Run, bench_site, scrapy_settings_args, start_worker, tail
 
 GOAL = 0.85
 
@@ -110,13 +102,15 @@ def run_plain(url: str, tmp: Path, number: int, timeout: float) -> Run:
     return Run("plain", pages, stats["bench/crawl_seconds"], stats["bench/crawl_cpu_seconds"], rss.peak, note)
 
 
-def run_job(url: str, worker, tmp: Path, timeout: float, *, render: bool) -> Run:
+def run_job(url: str, worker, tmp: Path, timeout: float, *, render: bool, guarded: bool = False) -> Run:
+    from access.models import Requester
     from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
     from crawls.services import job_create
 
+    requester = Requester.objects.get_or_create(name="bench-requester")[0] if guarded else None
     pool = [child.pid for child in psutil.Process(worker.pid).children()]
     with BusyCores() as busy, PeakPss(lambda: with_descendants(pool)) as rss:
-        job = job_create(url=url, options={"maxdepth": MAXDEPTH, "render": render})
+        job = job_create(url=url, requester=requester, options={"maxdepth": MAXDEPTH, "render": render})
         deadline = time.monotonic() + timeout
         while job.status in ACTIVE_STATUSES and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -126,7 +120,8 @@ def run_job(url: str, worker, tmp: Path, timeout: float, *, render: bool) -> Run
         raise RuntimeError(f"{outcome}\n{tail(tmp / 'worker.log')}")
     rendered = job.stats.get("render", {}).get("pages", 0)
     note = f"rendered {rendered}, machine {busy.cores:.2f} CPUs busy"
-    return Run("trawl" if render else "trawl-http", job.stats["pages"], job.duration, 0.0, rss.peak, note)
+    engine = ("guarded" if guarded else "trawl") if render else "trawl-http"
+    return Run(engine, job.stats["pages"], job.duration, 0.0, rss.peak, note)
 
 
 def abort_module(tmp: Path) -> None:
@@ -137,22 +132,20 @@ def abort_module(tmp: Path) -> None:
 
 
 def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> dict:
-    use_bench_environment(tmp, args.redis_url)
-    from project.redis_server import redis_start_if_absent
-
-    start_path = write_link_site(tmp / "site", pages=args.pages)
-    url = stack.enter_context(served(tmp / "site")) + start_path
-    redis = redis_start_if_absent(args.redis_url, log_path=str(tmp / "redis.log"))
-    if redis is not None:
-        stack.enter_context(running(redis))
-    setup_django()
-    unthrottle(url)
+    # The guard on, the local site's network allow-listed: requester jobs (C) are guarded, requester-less ones not.
+    os.environ.update(TRAWL_BLOCK_PRIVATE_TARGETS="1", TRAWL_PRIVATE_TARGETS_ALLOWED="127.0.0.0/8")
+    url = bench_site(tmp, stack, redis_url=args.redis_url, pages=args.pages)
     abort_module(tmp)
     worker = start_worker(tmp, stack)
-    print(f"render bench: {args.pages} pages at {url}, {args.rounds} round(s) of A=scrapy-playwright B=trawl render")
+    rounds = f"{args.rounds} round(s) of A=scrapy-playwright B=trawl render C=guarded"
+    print(f"render bench: {args.pages} pages at {url}, {rounds}")
     runs = []
     for number in range(1, args.rounds + 1):
-        for run in (run_plain(url, tmp, number, args.timeout), run_job(url, worker, tmp, args.timeout, render=True)):
+        for run in (
+            run_plain(url, tmp, number, args.timeout),
+            run_job(url, worker, tmp, args.timeout, render=True),
+            run_job(url, worker, tmp, args.timeout, render=True, guarded=True),
+        ):
             runs.append(run)
             print(
                 f"round {number} {run.engine:<6} {run.pages:>5} pages in {run.seconds:6.2f} s = {run.rate:6.1f}"
@@ -165,15 +158,21 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
 
 
 def report(runs: list[Run], http: Run, pages: int) -> dict:
-    mean = {engine: statistics.mean(run.rate for run in runs if run.engine == engine) for engine in ("plain", "trawl")}
-    peak = {engine: max(run.peak_rss for run in runs if run.engine == engine) for engine in ("plain", "trawl")}
+    engines = ("plain", "trawl", "guarded")
+    mean = {engine: statistics.mean(run.rate for run in runs if run.engine == engine) for engine in engines}
+    peak = {engine: max(run.peak_rss for run in runs if run.engine == engine) for engine in engines}
     ratio = mean["trawl"] / mean["plain"]
+    guarded_ratio = mean["guarded"] / mean["plain"]
     per_page_ms = {"rendered": 1000 / mean["trawl"], "http": 1000 / http.rate}
     print()
-    print(f"mean pages/s   A scrapy-playwright {mean['plain']:7.1f}   B trawl render {mean['trawl']:7.1f}")
+    print(
+        f"mean pages/s   A scrapy-playwright {mean['plain']:7.1f}   B trawl render {mean['trawl']:7.1f}"
+        f"   C guarded (proxy) {mean['guarded']:7.1f}"
+    )
     print(f"peak PSS       A {mib(peak['plain']):>8}   B {mib(peak['trawl']):>8}   (process + driver + Chromium)")
     verdict = "PASS" if ratio >= GOAL else "BELOW GOAL"
     print(f"ratio trawl/scrapy-playwright {ratio:.3f} (goal >= {GOAL:.2f}): {verdict}")
+    print(f"ratio guarded/scrapy-playwright {guarded_ratio:.3f}; guarded/trusted {mean['guarded'] / mean['trawl']:.3f}")
     print(
         f"a rendered page costs {per_page_ms['rendered']:.1f} ms of crawl time against {per_page_ms['http']:.1f} ms"
         f" over HTTP: x{http.rate / mean['trawl']:.1f}"
@@ -185,7 +184,9 @@ def report(runs: list[Run], http: Run, pages: int) -> dict:
         "pages": pages,
         "plain_pages_per_s": [round(run.rate, 1) for run in runs if run.engine == "plain"],
         "trawl_pages_per_s": [round(run.rate, 1) for run in runs if run.engine == "trawl"],
+        "guarded_pages_per_s": [round(run.rate, 1) for run in runs if run.engine == "guarded"],
         "ratio": round(ratio, 3),
+        "guarded_ratio": round(guarded_ratio, 3),
         "goal": GOAL,
         "pass": ratio >= GOAL,
         "plain_peak_pss_mib": round(peak["plain"] / 2**20, 1),
@@ -201,7 +202,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=600)
-    parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
+    parser.add_argument("--redis-url", default=BENCH_REDIS_URL)
     args = parser.parse_args()
     exit_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="trawl-bench-render-") as tmp, contextlib.ExitStack() as stack:

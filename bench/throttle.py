@@ -2,7 +2,12 @@
 
 (a) Cost. One client, back to back, for --seconds each: PING/s, then bucket-script takes/s on a rule that never
     runs dry (the script's full work: two buckets, TIME, writes). Printed as take/PING, for a blocking client and
-    for the asyncio client the Scrapy middleware uses.
+    for the asyncio client the Scrapy middleware uses, beside an empty script called with the take's keys and
+    arguments (what EVALSHA itself costs: the most any one-script take could reach). Then the same at the
+    middleware's concurrency: WIDTH requests of one process waiting at once, which the middleware asks for in one
+    take (tokens=WIDTH), against WIDTH PINGs sent in one pipeline (PING's own way of batching): requests granted/s ÷
+    PINGs/s, same asyncio client; and WIDTH separate takes in one pipeline (what requests for WIDTH different hosts
+    would cost if the middleware pipelined them; today it sends them concurrently on the pool's connections).
 (a') Controller. The adaptive controller's cost per request: take, plus counting the response and adding the counts
     to the domain's window every OBSERVE_SECONDS (what the middleware does for every request on an adaptive rule),
     against the plain two-bucket take on the same rule with `adaptive` off, alternating rounds, blocking client.
@@ -23,153 +28,21 @@ The last line is a JSON summary.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import multiprocessing
 import os
 import sys
 import tempfile
 import time
-from dataclasses import replace
 
-import redis
-import redis.asyncio
 from _common import exit_on_sigterm  # also puts the repository on sys.path
+from _throttle_cost import HOST, PREFIX, WIDTH, buckets_with, controller_cost, cost, slots_cost
 
 from project.redis import redis_client
 from project.redis_server import redis_start_if_absent
-from throttling.adaptive import AdaptiveConfig
 from throttling.buckets import GRANTED, Limits, TokenBuckets
-from throttling.controller import OBSERVE_SECONDS, AdaptiveController, Observed
-from throttling.slots import SCRIPT as SLOTS_SCRIPT
 
-PREFIX = "trawl:bench-throttle"
-HOST = "bench.example.com"
 TAKE_PING_GOAL = 0.70  # issue #33: a two-bucket take costs at most 1/0.70 of a PING round trip
-NEVER_DRY = Limits(rate=1e9, burst=10**9, ip_rate=1e9, ip_burst=10**9)
-
-
-def buckets_with(client: redis.Redis, limits: Limits) -> TokenBuckets:
-    """Fresh buckets under the bench prefix, with one rule for HOST's domain, mirrored as Trawl's services do."""
-    for key in client.scan_iter(f"{PREFIX}:*", count=1000):
-        client.delete(key)
-    buckets = TokenBuckets(defaults=limits, prefix=PREFIX)
-    client.set(buckets.rule_key("example.com"), limits.as_redis())
-    client.set(buckets.rules_loaded_key, "1", ex=3600)
-    return buckets
-
-
-def count_for(call, seconds: float) -> int:
-    count, stop_at = 0, time.perf_counter() + seconds
-    while time.perf_counter() < stop_at:
-        call()
-        count += 1
-    return count
-
-
-async def count_for_async(call, seconds: float) -> int:
-    count, stop_at = 0, time.perf_counter() + seconds
-    while time.perf_counter() < stop_at:
-        await call()
-        count += 1
-    return count
-
-
-def cost(url: str, seconds: float, rounds: int = 6) -> dict[str, float]:
-    """Calls per second, PING and take alternating in short rounds so a busy machine slows both alike."""
-    client = redis_client(url)
-    buckets = buckets_with(client, NEVER_DRY)
-    buckets.take(client, host=HOST, egress="bench")  # loads the script
-    slot = seconds / rounds
-    ping = take = 0
-    for _ in range(rounds):
-        ping += count_for(client.ping, slot)
-        take += count_for(lambda: buckets.take(client, host=HOST, egress="bench"), slot)
-
-    async def measure_async() -> tuple[int, int]:
-        aclient = redis_client(url, asyncio=True)
-        aping = atake = 0
-        try:
-            for _ in range(rounds):
-                aping += await count_for_async(aclient.ping, slot)
-                atake += await count_for_async(lambda: buckets.take_async(aclient, host=HOST, egress="bench"), slot)
-            return aping, atake
-        finally:
-            await aclient.aclose()
-
-    aping, atake = asyncio.run(measure_async())
-    return {
-        "ping_per_s": ping / seconds,
-        "take_per_s": take / seconds,
-        "async_ping_per_s": aping / seconds,
-        "async_take_per_s": atake / seconds,
-    }
-
-
-def controller_cost(url: str, seconds: float, rounds: int = 6) -> dict[str, float]:
-    """Requests per second through take alone (adaptive off) and take + observe (adaptive on), same rule otherwise."""
-    client = redis_client(url)
-    plain = buckets_with(client, replace(NEVER_DRY, adaptive=False))
-    rule_key = plain.rule_key("example.com")
-    on, off = NEVER_DRY.as_redis(), replace(NEVER_DRY, adaptive=False).as_redis()
-    adaptive = AdaptiveController(buckets=plain, config=AdaptiveConfig())
-
-    def take_plain() -> None:
-        plain.take(client, host=HOST, egress="bench")
-
-    pending = {"observed": Observed(), "since": time.monotonic()}
-
-    def take_and_observe() -> None:
-        plain.take(client, host=HOST, egress="bench")
-        pending["observed"].add(latency=0.05, error=False)
-        if time.monotonic() - pending["since"] >= OBSERVE_SECONDS:
-            adaptive.observe(client, host=HOST, observed=pending["observed"])
-            pending.update(observed=Observed(), since=time.monotonic())
-
-    take_plain(), take_and_observe()  # loads both scripts
-    slot, plain_n, adaptive_n = seconds / rounds, 0, 0
-    for _ in range(rounds):
-        client.set(rule_key, off)
-        plain_n += count_for(take_plain, slot)
-        client.set(rule_key, on)
-        adaptive_n += count_for(take_and_observe, slot)
-    return {
-        "plain_take_per_s": plain_n / seconds,
-        "take_and_observe_per_s": adaptive_n / seconds,
-        "cost_ratio": plain_n / adaptive_n if adaptive_n else float("inf"),
-    }
-
-
-def slots_cost(url: str, seconds: float, rounds: int = 6) -> dict[str, float]:
-    """Requests per second through the plain take, the take holding a slot, and take + the slot given back."""
-    client = redis_client(url)
-    buckets = buckets_with(client, replace(NEVER_DRY, concurrency=10**9))  # slots counted, never all held
-    slots_key = buckets.slots_key("example.com")
-
-    def plain() -> None:
-        buckets.take(client, host=HOST, egress="bench")
-
-    def holding() -> None:
-        buckets.take(client, host=HOST, egress="bench", holder="bench")
-
-    def held_and_given_back() -> None:
-        buckets.take(client, host=HOST, egress="bench", holder="bench")
-        SLOTS_SCRIPT.run(client, [slots_key], ["bench", "release", 1, buckets.slot_lease])
-
-    plain(), held_and_given_back()  # loads both scripts
-    slot, counts = seconds / rounds, {"plain": 0, "holding": 0, "released": 0}
-    for _ in range(rounds):
-        counts["plain"] += count_for(plain, slot)
-        counts["holding"] += count_for(holding, slot)
-        counts["released"] += count_for(held_and_given_back, slot)
-    per_s = {name: count / seconds for name, count in counts.items()}
-    return {
-        "plain_take_per_s": per_s["plain"],
-        "take_with_slot_per_s": per_s["holding"],
-        "take_and_release_per_s": per_s["released"],
-        "take_with_slot_cost": per_s["plain"] / per_s["holding"],
-        "take_and_release_cost": per_s["plain"] / per_s["released"],
-    }
 
 
 def taker(url: str, limits: Limits, start_at: float, stop_at: float) -> list[float]:
@@ -227,12 +100,30 @@ def main() -> int:
     try:
         print(f"Redis {args.redis_url}; cost: {args.seconds:.0f} s of each call, in alternating rounds", flush=True)
         c = cost(args.redis_url, args.seconds)
-        print(f"  blocking client: PING {c['ping_per_s']:,.0f}/s, take {c['take_per_s']:,.0f}/s", flush=True)
+        empty = c["empty_script_per_s"]
+        print(
+            f"  blocking client: PING {c['ping_per_s']:,.0f}/s, take {c['take_per_s']:,.0f}/s; an empty script with the"
+            f" take's keys and arguments {empty:,.0f}/s (÷ PING {empty / c['ping_per_s']:.2f})",
+            flush=True,
+        )
         print(f"  asyncio client:  PING {c['async_ping_per_s']:,.0f}/s, take {c['async_take_per_s']:,.0f}/s")
         c["ratio"] = c["take_per_s"] / c["ping_per_s"]
         c["async_ratio"] = c["async_take_per_s"] / c["async_ping_per_s"]
+        c["batched_ratio"] = c["batched_take_per_s"] / c["batched_ping_per_s"]
         print(
-            f"  take/PING = {c['ratio']:.2f} (blocking), {c['async_ratio']:.2f} (asyncio); goal >= {TAKE_PING_GOAL}",
+            f"  take/PING = {c['ratio']:.2f} (blocking), {c['async_ratio']:.2f} (asyncio), one request at a time",
+            flush=True,
+        )
+        print(
+            f"  {WIDTH} requests at once: PING pipelined {c['batched_ping_per_s']:,.0f}/s, take "
+            f"{c['batched_take_per_s']:,.0f} requests/s: take/PING = {c['batched_ratio']:.2f}; "
+            f"goal >= {TAKE_PING_GOAL}",
+            flush=True,
+        )
+        c["pipelined_ratio"] = c["pipelined_take_per_s"] / c["batched_ping_per_s"]
+        print(
+            f"  {WIDTH} separate takes in one pipeline (requests for {WIDTH} different hosts):"
+            f" {c['pipelined_take_per_s']:,.0f} requests/s: take/PING = {c['pipelined_ratio']:.2f}",
             flush=True,
         )
         ctl = controller_cost(args.redis_url, args.seconds)

@@ -12,17 +12,20 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from callbacks.models import RETRYABLE_STATUSES, Delivery, DeliveryAttempt, DeliveryStatus, EventType
-from callbacks.payloads import batch_data, envelope, job_data, job_event_type
+from callbacks.models import RETRYABLE_STATUSES, Delivery, DeliveryAttempt, DeliveryStatus
+from callbacks.payloads import envelope
+from callbacks.publish import publish_delivery
 from callbacks.transport import post_signed
-from crawls.models import Batch, CrawlJob
-from crawls.publish import publish_delivery
+
+if TYPE_CHECKING:
+    from crawls.models import Batch, CrawlJob  # annotations only: callbacks sits below crawls
 
 logger = logging.getLogger("trawl.callbacks")
 
@@ -84,29 +87,6 @@ def event_emit(
     transaction.on_commit(lambda: publish_delivery(delivery_id=delivery.pk), robust=True)
     logger.info("event %s %s for %s queued to %s", event, event_id, dedupe_key, target_url)
     return delivery
-
-
-def job_event_emit(*, job: CrawlJob) -> Delivery | None:
-    job = CrawlJob.objects.select_related("scraper", "version").get(pk=job.pk)
-    return event_emit(
-        event=job_event_type(job),
-        dedupe_key=f"job:{job.pk}",
-        target_url=job.callback_url,
-        data=job_data(job),
-        requester_id=job.requester_id,
-        job=job,
-    )
-
-
-def batch_event_emit(*, batch: Batch) -> Delivery | None:
-    return event_emit(
-        event=EventType.BATCH_COMPLETED,
-        dedupe_key=f"batch:{batch.pk}",
-        target_url=batch.callback_url,
-        data=batch_data(batch),
-        requester_id=batch.requester_id,
-        batch=batch,
-    )
 
 
 def delivery_attempt(*, delivery_id: object) -> AttemptOutcome:

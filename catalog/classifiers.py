@@ -11,7 +11,6 @@ from typing import Protocol
 
 from django.conf import settings
 from django.utils.module_loading import import_string
-from rapidfuzz import fuzz, process
 
 from catalog.models import Category
 
@@ -51,6 +50,10 @@ class LexicalClassifier:
         best: Match = (None, 0.0)
         if not name_words:
             return best
+        # Here, not at the top: a crawl process imports catalog for its models and services, and only ingestion with
+        # categories defined runs this (rapidfuzz: ~2 MiB of modules and native code in every crawl process).
+        from rapidfuzz import fuzz, process
+
         for category, term_words in terms:
             if not term_words:
                 continue

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 
 from catalog.classifiers import Classifier, classifier_load
+from catalog.hooks import name_mapped
 from catalog.models import Category, CategoryMap, MapStatus
 
 logger = logging.getLogger("trawl.catalog")
@@ -51,7 +52,7 @@ def category_maps_auto(
             )
             if updated and sure:
                 mapped += 1
-                items_categorize(external_name=row.external_name, category_id=category.pk)
+                name_mapped(external_name=row.external_name, category_id=category.pk)
     logger.info("category mapping: %s of %s unmapped names mapped", mapped, len(pending))
     return mapped
 
@@ -63,13 +64,5 @@ def category_map_confirm(*, category_map: CategoryMap, category: Category | None
     category_map.status = MapStatus.CONFIRMED
     category_map.confirmed_by = user if getattr(user, "pk", None) else None
     category_map.save(update_fields=["category", "status", "confirmed_by", "updated_at"])
-    items_categorize(external_name=category_map.external_name, category_id=category.pk if category else None)
+    name_mapped(external_name=category_map.external_name, category_id=category.pk if category else None)
     return category_map
-
-
-def items_categorize(*, external_name: str, category_id: int | None) -> int:
-    """Items whose `category` field is this external name now carry the internal category (an indexed column: no
-    scan of every item's JSON)."""
-    from items.models import Item
-
-    return Item.objects.filter(category_name=external_name).update(category_id=category_id)

@@ -7,14 +7,14 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from crawls.admin_parts import JobOpsAdminMixin
 from crawls.admin_views import URL_CHARS, CancelButtonMixin, ReadOnlyAdmin, job_numbers
+from crawls.joblog import job_log_lines
 from crawls.models import Batch, CrawlJob, JobScreenshot, JobStatus
 from crawls.selectors import batch_totals, batches_counted
 from crawls.services import job_cancel
 from crawls.services.batches import batch_cancel
 from items.models import ItemSighting
-from ops.admin_parts import JobOpsAdminMixin
-from ops.joblog import job_log_lines
 from project.errors import TrawlError
 
 

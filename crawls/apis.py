@@ -11,7 +11,9 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from crawls.log_apis import LOG_PARAMETERS, LOG_RENDERERS, LOG_RESPONSES, job_log_response
 from crawls.models import JobScreenshot
+from crawls.runs import JobDetailSerializer
 from crawls.selectors import batch_with_jobs, batches_visible, job_items, job_screenshots, jobs_visible
 from crawls.serializers import (
     BatchCreatedSerializer,
@@ -26,8 +28,6 @@ from crawls.serializers import (
 from crawls.services import job_cancel, job_create
 from crawls.services.batches import batch_cancel, batch_create
 from items.apis import EXPORT_RENDERERS, job_items_export
-from ops.log_apis import LOG_PARAMETERS, LOG_RENDERERS, LOG_RESPONSES, job_log_response
-from ops.runs import JobDetailSerializer
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

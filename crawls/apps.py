@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class CrawlsConfig(AppConfig):
     name = "crawls"
     verbose_name = "Crawls"
+
+    def ready(self) -> None:
+        from crawls import version_facts, worker_signals
+        from registry.hooks import provide_job_facts
+
+        worker_signals.connect()
+        provide_job_facts(version_facts)

@@ -25,9 +25,9 @@ from django.db.models.functions import Coalesce
 from access.models import Requester
 from access.selectors import requester_shard_cap
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
-from crawls.publish import priority_step
 from crawls.timeouts import celery_time_limits, job_timeout
 from project.errors import TrawlError
+from project.messages import priority_step
 from project.redis import get_redis, redis_key
 
 logger = logging.getLogger("trawl.fairshare")

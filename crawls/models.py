@@ -67,7 +67,7 @@ class CrawlJob(models.Model):
     error_message = models.TextField(blank=True)
     options = models.JSONField(default=dict, blank=True)
     callback_url = models.URLField(max_length=2000, blank=True)
-    # Monitor breaches found when the job ended: [{"monitor", "expected", "actual"}] (ops.monitors).
+    # Monitor breaches found when the job ended: [{"monitor", "expected", "actual"}] (registry.monitors).
     alerts = models.JSONField(default=list, blank=True)
 
     class Meta:
@@ -106,3 +106,27 @@ class JobScreenshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.reason} {self.url}"
+
+
+class JobLog(models.Model):
+    """The stored log of one job attempt (and shard), moved here from Redis when the attempt ends (crawls/joblog.py).
+
+    Its table keeps the name it had when the model lived in ops (`ops_joblog`): the move changed no row."""
+
+    job = models.ForeignKey(CrawlJob, on_delete=models.CASCADE, related_name="logs")
+    attempt = models.PositiveSmallIntegerField()
+    shard = models.PositiveSmallIntegerField(default=0)
+    # One record a line (a multi-line record's further lines prefixed with its time, level, logger and `| `), head
+    # and tail of a long log with a marker line where records were dropped.
+    text = models.TextField(blank=True)
+    records = models.PositiveIntegerField(default=0, help_text="Records logged, kept or not.")
+    dropped = models.PositiveIntegerField(default=0)
+    stored_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "ops_joblog"
+        ordering = ["job", "attempt", "shard"]
+        constraints = [models.UniqueConstraint(fields=["job", "attempt", "shard"], name="unique_job_log")]
+
+    def __str__(self) -> str:
+        return f"log of {self.job_id} attempt {self.attempt} shard {self.shard}"

@@ -1,4 +1,4 @@
-"""The one module that publishes Celery work: crawls, batch launches and chords, batch finalization, webhooks.
+"""Crawls' messages: crawls, shards, batch launches and chords, batch finalization (sent through project.messages).
 
 Tasks are sent by name, so services never import task modules (which import the crawl executor, crochet and
 Scrapy): a web process that creates a job publishes it without loading any of that. Every crawl message carries its
@@ -13,39 +13,18 @@ import logging
 from celery import chord, current_app, signature
 from celery.canvas import Signature
 from celery.result import AsyncResult, denied_join_result
-from django.conf import settings
-from kombu.exceptions import OperationalError
-from redis import RedisError
 
 from crawls.models import Batch, CrawlJob
 from crawls.timeouts import celery_time_limits, job_timeout
-from project.brokers import PRIORITY_STEPS, step_broker_priority
+from project import messages
+from project.messages import BROKER_AWAY, broker_priority
 
 logger = logging.getLogger("trawl.publish")
-# What a send raises when the broker does not answer: kombu wraps the transport's errors in its OperationalError, but
-# not when a Redis publish batch's pipeline fails.
-BROKER_AWAY = (OperationalError, RedisError, ConnectionError, TimeoutError)
 PUBLISH_BATCH_SIZE = 1000  # broker commands per pipeline when publishing many (a message and its task-sent event: 2)
 
 RUN_CRAWL = "crawls.tasks.run_crawl"
 LAUNCH_BATCH = "crawls.tasks.launch_batch"
 FINALIZE_BATCH = "crawls.tasks.finalize_batch"
-DELIVER = "callbacks.tasks.deliver"
-BUILD_PACKAGE = "registry.tasks.build_package"
-PRUNE_PACKAGES = "trawl_packages_prune"  # a worker remote-control command (registry.tasks), not a task
-BROKER_PRIORITY_STEPS = PRIORITY_STEPS  # celeryconfig declares as many on Redis (priority_steps) and AMQP
-
-
-def priority_step(priority: int) -> int:
-    """Map Trawl priority 1..100 (100 most urgent) onto priority steps 0..9 (0 most urgent), whatever the broker."""
-    clamped = min(max(int(priority), 1), 100)
-    return (BROKER_PRIORITY_STEPS - 1) - round((clamped - 1) * (BROKER_PRIORITY_STEPS - 1) / 99)
-
-
-def broker_priority(priority: int) -> int:
-    """The message priority of Trawl priority 1..100 on the broker in use: its step on Redis (0 served first), the
-    step turned round on RabbitMQ (9 served first). Every message Trawl publishes gets its priority here."""
-    return step_broker_priority(priority_step(priority), url=current_app.conf.broker_url)
 
 
 def crawl_signature(*, job: CrawlJob, timeout: float | None = None, **extra_kwargs: object) -> Signature:
@@ -64,14 +43,9 @@ def crawl_signature(*, job: CrawlJob, timeout: float | None = None, **extra_kwar
     )
 
 
-def send(work: Signature, **options: object) -> AsyncResult:
-    """The single point where Trawl hands work to the broker."""
-    return work.apply_async(**options)
-
-
 def publish_crawl(*, job: CrawlJob, **extra_kwargs: object) -> None:
     """Send the job's current attempt to the crawl queue. Safe to repeat: the worker's claim dedupes."""
-    send(crawl_signature(job=job, **extra_kwargs))
+    messages.send(crawl_signature(job=job, **extra_kwargs))
 
 
 def publish_crawls(*, jobs: list[CrawlJob]) -> None:
@@ -92,12 +66,14 @@ def publish_crawls(*, jobs: list[CrawlJob]) -> None:
             current_app.producer_or_acquire() as producer,
             producer.batch(max_size=PUBLISH_BATCH_SIZE),
         ):
+            declare: dict[str, list] = {}  # the first message declares the crawl queue; the others skip kombu's check
             for job in jobs:
                 try:
                     key = job.version_id or -job.scraper_id
                     if key not in timeouts:
                         timeouts[key] = job_timeout(job)
-                    send(crawl_signature(job=job, timeout=timeouts[key]), producer=producer)
+                    messages.send(crawl_signature(job=job, timeout=timeouts[key]), producer=producer, **declare)
+                    declare = {"declare": []}
                 except BROKER_AWAY:
                     raise
                 except Exception:  # this job's own fault (say its version's settings): the others still go
@@ -109,11 +85,11 @@ def publish_crawls(*, jobs: list[CrawlJob]) -> None:
 def publish_shards(*, job: CrawlJob, shards: range) -> None:
     """The other shards of a parallel job's current attempt (shard 0 claimed it and publishes them)."""
     for shard in shards:
-        send(crawl_signature(job=job, shard=shard))
+        messages.send(crawl_signature(job=job, shard=shard))
 
 
 def publish_batch_launch(*, batch: Batch) -> None:
-    send(signature(LAUNCH_BATCH, args=(str(batch.pk),), priority=broker_priority(batch.priority)))
+    messages.send(signature(LAUNCH_BATCH, args=(str(batch.pk),), priority=broker_priority(batch.priority)))
 
 
 def publish_batch_chord(*, batch: Batch, jobs: list[CrawlJob]) -> AsyncResult:
@@ -128,28 +104,8 @@ def publish_batch_chord(*, batch: Batch, jobs: list[CrawlJob]) -> AsyncResult:
         if key not in timeouts:
             timeouts[key] = job_timeout(job)
         header.append(crawl_signature(job=job, timeout=timeouts[key]))
-    return send(chord(header, body))
+    return messages.send(chord(header, body))
 
 
 def publish_batch_finalize(*, batch_id: object) -> None:
-    send(signature(FINALIZE_BATCH, args=(str(batch_id),)))
-
-
-def publish_delivery(*, delivery_id: object, countdown: float | None = None) -> None:
-    send(signature(DELIVER, args=(str(delivery_id),)), countdown=countdown)
-
-
-def publish_package_build(*, version_id: int) -> None:
-    """On the crawl queue, most urgent: a crawl worker builds the environment (warming its machine for the version's
-    first jobs). Its time limits cover pip's own (TRAWL_PACKAGE_BUILD_TIMEOUT) plus importing the spider."""
-    soft = settings.TRAWL_PACKAGE_BUILD_TIMEOUT + 180
-    send(
-        signature(BUILD_PACKAGE, args=(version_id,), queue="crawls", priority=broker_priority(100)),
-        soft_time_limit=soft,
-        time_limit=soft + 60,
-    )
-
-
-def publish_packages_prune() -> None:
-    """Every worker (its main process) drops the package environments nobody needs any more."""
-    current_app.control.broadcast(PRUNE_PACKAGES)
+    messages.send(signature(FINALIZE_BATCH, args=(str(batch_id),)))

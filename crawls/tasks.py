@@ -9,7 +9,6 @@ from celery import shared_task
 from crawls.services.batch_runs import batch_finalize, batch_launch, batches_sweep
 from crawls.services.execution import job_execute
 from crawls.services.reaper import jobs_reap
-from sources.services.dispatch import sources_dispatch_due
 
 
 # `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth. The result (Flower's
@@ -23,11 +22,13 @@ def run_crawl(self, job_id: str, attempt: int = 1, url: str = "", shard: int = 0
     return job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit, shard=shard)
 
 
-# Beat sends one every minute, so an older one still waiting (no ops worker for a while) is dropped, not run late.
-@shared_task(name="crawls.tasks.dispatch_due_sources", expires=55)
-def dispatch_due_sources() -> int:
-    """Book the due sources and publish their jobs; a second beat's run finds the lease taken and does nothing."""
-    return len(sources_dispatch_due())
+# On the crawls queue: the machine that builds it is one that runs its crawls (its first job starts warm there). Its
+# name is the registry's, which publishes it (registry.publish); it runs here because it needs crawls' child process.
+@shared_task(name="registry.tasks.build_package", acks_late=True)
+def build_package(version_id: int) -> str:
+    from crawls.services.package_build import version_package_build
+
+    return version_package_build(version_id=version_id)
 
 
 @shared_task(name="crawls.tasks.launch_batch", acks_late=True)

@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
@@ -18,10 +19,12 @@ from rest_framework import mixins, renderers, viewsets
 from rest_framework.request import Request
 
 from access.models import Requester
-from crawls.models import CrawlJob
 from items.models import Item, ItemSighting
 from items.serializers import ItemSerializer
 from project.errors import TrawlError
+
+if TYPE_CHECKING:
+    from crawls.models import CrawlJob  # annotations only: items sits below crawls
 
 EXPORT_COLUMNS = ("id", "fingerprint", "url", "change", "first_seen", "last_seen", "changed_at")
 EXPORT_CHUNK = 500

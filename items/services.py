@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
@@ -15,9 +15,11 @@ from django.utils import timezone
 
 from access.tenancy import job_tenant_id
 from catalog.services import MAX_NAME, category_names_record
-from crawls.models import CrawlJob
 from items.bulk import rows_upsert
 from items.models import Item, ItemChange, ItemPriceChange, ItemSighting
+
+if TYPE_CHECKING:
+    from crawls.models import CrawlJob  # annotations only: items sits below crawls
 
 IDENTITY_FIELDS = ("fingerprint", "id", "sku", "url")
 ITEM_COLUMNS = (
@@ -153,3 +155,9 @@ def price_history_prune(*, item_ids: set[int]) -> int:
     if not stale:
         return 0
     return ItemPriceChange.objects.filter(pk__in=stale).delete()[0]
+
+
+def items_categorize(*, external_name: str, category_id: int | None) -> int:
+    """Items whose `category` field is this external name now carry the internal category (an indexed column: no
+    scan of every item's JSON). Subscribed to catalog's name mapping (items/apps.py)."""
+    return Item.objects.filter(category_name=external_name).update(category_id=category_id)

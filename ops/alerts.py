@@ -8,9 +8,9 @@ from typing import Any
 from django.conf import settings
 
 from callbacks.models import EventType
-from callbacks.payloads import job_data
 from callbacks.services import event_emit
 from crawls.models import CrawlJob
+from crawls.webhooks import job_data
 
 logger = logging.getLogger("trawl.monitors")
 

@@ -17,10 +17,9 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from callbacks.models import Delivery
-from crawls.models import ACTIVE_STATUSES, CrawlJob
+from crawls.joblog import job_log_forget
+from crawls.models import ACTIVE_STATUSES, CrawlJob, JobLog
 from items.models import ItemSighting
-from ops.joblog import job_log_forget
-from ops.models import JobLog
 
 logger = logging.getLogger("trawl.retention")
 

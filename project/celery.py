@@ -1,18 +1,12 @@
-"""The Celery app. Workers import this; it sets up the Scrapy reactor in every pool process."""
+"""The Celery app. Workers import this; what a worker does for crawls as it starts and stops is connected by
+crawls itself (crawls/worker_signals.py, from its AppConfig), so this module imports no app."""
 
 from __future__ import annotations
 
 import os
 
 from celery import Celery
-from celery.signals import (
-    beat_init,
-    import_modules,
-    worker_init,
-    worker_process_init,
-    worker_process_shutdown,
-    worker_shutting_down,
-)
+from celery.signals import beat_init, import_modules
 
 from project.broker_patches import kombu_redis_patch
 
@@ -22,6 +16,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 # check URLs a worker never serves. `manage.py migrate` and the web run them.
 os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 kombu_redis_patch()  # before any broker connection: a Redis restart must not end the worker (see the module)
+
+
+# Apps only beat uses (its database scheduler's models, and behind them timezone_field's and cron_descriptor's): a
+# worker started by project/worker.py, which sets `worker_process`, leaves them out of Django's apps — ~3 MiB of the
+# worker and of each crawl pool process it forks (bench/README.md, issue 33). Workers read and write none of their
+# tables; migrations (which create beat's periodic tasks) run in `manage.py migrate`, never in a worker.
+BEAT_ONLY_APPS = ("django_celery_beat",)
+worker_process = False
 
 
 @import_modules.connect(weak=False)
@@ -36,8 +38,11 @@ def without_admin_autodiscovery(**_kwargs) -> None:
     if apps.ready:  # Django already set up in this process (a test calling the loader): leave it as it is
         return
     admin = "django.contrib.admin"
+    left_out = BEAT_ONLY_APPS if worker_process else ()
     settings.INSTALLED_APPS = [
-        f"{admin}.apps.SimpleAdminConfig" if app == admin else app for app in settings.INSTALLED_APPS
+        f"{admin}.apps.SimpleAdminConfig" if app == admin else app
+        for app in settings.INSTALLED_APPS
+        if app not in left_out
     ]
 
 
@@ -46,41 +51,8 @@ app.config_from_object("celeryconfig")
 app.autodiscover_tasks()
 
 
-@worker_init.connect(weak=False)
-def hide_environment(**_kwargs) -> None:
-    # In the main process, before the pool forks: no process of the worker lets a packaged crawl's child (same user,
-    # crawls.scraping.child_env) read the worker's secrets from its /proc/<pid>/environ.
-    from crawls.scraping.child_env import undumpable
-
-    undumpable()
-
-
-@worker_process_init.connect(weak=False)
-def start_reactor(**_kwargs) -> None:
-    # The reactor must be installed in the pool process itself, never in the parent that forks it.
-    from crawls.scraping.runtime import ensure_reactor
-
-    ensure_reactor()
-
-
-@worker_process_shutdown.connect(weak=False)
-def close_browser(**_kwargs) -> None:
-    # A pool process that rendered pages closes its Chromium as it exits (a SIGKILLed one: see rendering/browser.py).
-    from crawls.scraping.rendering.browser import browser_close
-
-    browser_close()
-
-
 @beat_init.connect(weak=False)
 def quiet_beat(**_kwargs) -> None:
     # Beat publishes only housekeeping (the reaper every 15 s, samples every 30 s, sweeps, dispatch): no `task-sent`
     # events from it, so Flower lists crawls. Crawls are published by web and ops processes, which keep theirs.
     app.conf.task_send_sent_event = False
-
-
-@worker_shutting_down.connect(weak=False)
-def hand_crawls_back(**_kwargs) -> None:
-    # A warm shutdown (SIGTERM) requeues running crawls at once instead of waiting for them (crawls/shutdown.py).
-    from crawls.shutdown import forward_to_pool
-
-    forward_to_pool()

@@ -9,8 +9,6 @@ from collections.abc import Iterable
 
 import dns.exception
 import dns.inet
-import dns.nameserver
-import dns.resolver
 
 logger = logging.getLogger("trawl.dns")
 
@@ -41,6 +39,11 @@ def parse_servers(entries: Iterable[str]) -> list[tuple[str, int]]:
 
 def query_addresses(host: str, *, servers: list[tuple[str, int]]) -> list[str]:
     """The A and AAAA addresses of `host` (CNAMEs followed) as the servers answer them now; no cache."""
+    # Here, not at the top: settings parse TRAWL_DNS_SERVERS in every process, but only installations that set it
+    # query them, and dnspython's resolver (150 modules, ~9 MiB) would otherwise sit in every crawl process.
+    import dns.nameserver
+    import dns.resolver
+
     resolver = dns.resolver.Resolver(configure=False)
     resolver.nameservers = [dns.nameserver.Do53Nameserver(address, port) for address, port in servers]
     resolver.timeout, resolver.lifetime = QUERY_TIMEOUT, LIFETIME

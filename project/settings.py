@@ -37,6 +37,8 @@ INSTALLED_APPS = [
     "callbacks",
     "ops",
     "catalog",
+    # Only for `manage.py seed_demo` (no models): the demo sits above every app, so its command lives with it.
+    "demo",
 ]
 
 MIDDLEWARE = [

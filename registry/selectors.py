@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Q
 from django.utils import timezone
 
-from crawls.models import CrawlJob, JobStatus
 from project.errors import TrawlError
+from registry import hooks
 from registry.cache import version_cache
 from registry.models import Scraper, ScraperVersion, Variant
 from registry.semver import semver_key
-
-# Jobs a version is judged on. Cancelled jobs are an operator's doing, not the version's, so they are counted apart.
-JUDGED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.DEAD)
 
 
 def by_semver(versions, *, newest_first: bool = True) -> list[ScraperVersion]:
@@ -54,86 +47,6 @@ def stable_reference(*, scraper: Scraper) -> ScraperVersion | None:
     return next((v for v in stables if v.is_default), stables[0] if stables else None)
 
 
-@dataclass(frozen=True)
-class VersionOutcome:
-    """What a version's jobs did: `jobs` counts succeeded, failed and dead ones; cancelled ones are apart."""
-
-    jobs: int = 0
-    succeeded: int = 0
-    cancelled: int = 0
-    items: int = 0
-    median_duration: float | None = None
-    error_classes: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def failed(self) -> int:
-        return self.jobs - self.succeeded
-
-    @property
-    def success_rate(self) -> float | None:
-        return self.succeeded / self.jobs if self.jobs else None
-
-    @property
-    def failure_rate(self) -> float | None:
-        return self.failed / self.jobs if self.jobs else None
-
-    @property
-    def items_per_job(self) -> float | None:
-        return self.items / self.jobs if self.jobs else None
-
-
-def version_outcomes(
-    *, versions: list[ScraperVersion], since: datetime | None = None, until: datetime | None = None
-) -> dict[int, VersionOutcome]:
-    """Outcome per version id of the jobs that ended in [since, until). One query; every version gets an entry."""
-    jobs = CrawlJob.objects.filter(version__in=[v.pk for v in versions], status__in=[*JUDGED, JobStatus.CANCELLED])
-    if since is not None:
-        jobs = jobs.filter(finished_at__gte=since)
-    if until is not None:
-        jobs = jobs.filter(finished_at__lt=until)
-    rows = jobs.values_list("version_id", "status", "error_class", "stats__items", "started_at", "finished_at")
-    tally: dict[int, dict] = {
-        v.pk: {"n": 0, "ok": 0, "cancelled": 0, "items": 0, "d": [], "e": Counter()} for v in versions
-    }
-    for version_id, status, error_class, items, started_at, finished_at in rows.iterator():
-        counts = tally[version_id]
-        if status == JobStatus.CANCELLED:
-            counts["cancelled"] += 1
-            continue
-        counts["n"] += 1
-        counts["ok"] += status == JobStatus.SUCCEEDED
-        counts["items"] += items if isinstance(items, int) else 0
-        if status != JobStatus.SUCCEEDED:
-            counts["e"][error_class or "unknown"] += 1
-        if started_at and finished_at:
-            counts["d"].append((finished_at - started_at).total_seconds())
-    return {
-        version_id: VersionOutcome(
-            jobs=c["n"],
-            succeeded=c["ok"],
-            cancelled=c["cancelled"],
-            items=c["items"],
-            median_duration=statistics.median(c["d"]) if c["d"] else None,
-            error_classes=dict(c["e"].most_common()),
-        )
-        for version_id, c in tally.items()
-    }
-
-
-def failure_counts(
-    *, version: ScraperVersion, since: datetime | None = None, last: int | None = None
-) -> VersionOutcome:
-    """Jobs and successes only (cheap enough to run after every job): since a time, or the `last` N ended jobs."""
-    jobs = CrawlJob.objects.filter(version=version, status__in=JUDGED)
-    if since is not None:
-        jobs = jobs.filter(finished_at__gte=since)
-    if last is not None:
-        statuses = list(jobs.order_by("-finished_at").values_list("status", flat=True)[:last])
-        return VersionOutcome(jobs=len(statuses), succeeded=statuses.count(JobStatus.SUCCEEDED))
-    counts = jobs.aggregate(jobs=Count("id"), succeeded=Count("id", filter=Q(status=JobStatus.SUCCEEDED)))
-    return VersionOutcome(jobs=counts["jobs"], succeeded=counts["succeeded"])
-
-
 # Windows the comparison offers; a number of seconds is accepted too.
 WINDOWS = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400, "all": None}
 DEFAULT_WINDOW = "24h"
@@ -156,7 +69,7 @@ def scraper_comparison(
 ) -> list[dict[str, Any]]:
     """One row per version (newest first) with what its jobs that ended in the window did, side by side."""
     versions = versions_of(scraper=scraper)
-    outcomes = version_outcomes(versions=versions, since=since, until=until)
+    outcomes = hooks.job_facts().version_outcomes(versions=versions, since=since, until=until)
     rows = []
     for version in versions:
         outcome = outcomes[version.pk]

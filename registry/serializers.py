@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from ops.monitors import monitors_valid
 from project.serializers import StrictSerializer
 from registry.models import Package, Scraper, ScraperVersion, Variant
+from registry.monitors import monitors_valid
 from registry.selectors import versions_of
 from registry.services.routing import route_shares
 

@@ -1,22 +1,14 @@
-"""Thin Celery tasks of the registry, and the worker-wide command that prunes package environments."""
+"""The worker-wide command that prunes package environments. Building one (`registry.tasks.build_package`) starts a
+package's child process, so crawls.tasks runs it, under that name."""
 
 from __future__ import annotations
 
 import logging
 
-from celery import shared_task
 from celery.signals import worker_ready
 from celery.worker.control import control_command
 
 logger = logging.getLogger("trawl.packages")
-
-
-# On the crawls queue: the machine that builds it is one that runs its crawls (its first job starts warm there).
-@shared_task(name="registry.tasks.build_package", acks_late=True)
-def build_package(version_id: int) -> str:
-    from registry.packages.build import version_package_build
-
-    return version_package_build(version_id=version_id)
 
 
 def prune_unused_packages() -> list[str]:

@@ -12,8 +12,8 @@ from django.utils.html import format_html
 from django.utils.timesince import timeuntil
 
 from crawls.models import ACTIVE_STATUSES, CrawlJob
-from ops.admin_parts import SourceOpsAdminMixin
 from project.errors import TrawlError
+from sources.admin_runs import SourceOpsAdminMixin
 from sources.models import Source
 from sources.services.sources import EDITABLE, source_check, source_crawl_now, source_save
 

@@ -12,10 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from access.permissions import IsAdminRequester
+from crawls.runs import RunSerializer
 from crawls.serializers import JobSerializer
-from ops.runs import RunSerializer, source_runs
 from project.errors import TrawlError
 from sources.models import Source
+from sources.selectors import source_runs
 from sources.serializers import SourceCreateSerializer, SourceInputSerializer, SourceSerializer
 from sources.services.sources import source_crawl_now, source_create, source_delete, source_update
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from ops.monitors import monitors_valid
 from project.serializers import StrictSerializer, http_url
+from registry.monitors import monitors_valid
 from sources.models import Source, SourceKind, SourceStrategy
 
 

@@ -180,7 +180,7 @@ class SentTasks(list):
 
 @pytest.fixture
 def sent_tasks(monkeypatch) -> SentTasks:
-    """Everything crawls.publish would send, recorded (crawls.publish.send is the one point that reaches Celery)."""
+    """Everything a publish module would send, recorded (project.messages.send is the one point that reaches Celery)."""
     sent = SentTasks()
-    monkeypatch.setattr("crawls.publish.send", sent.record)
+    monkeypatch.setattr("project.messages.send", sent.record)
     return sent

@@ -5,9 +5,66 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+Route = tuple[int, str | bytes]  # (status, body) a path answers
+
+
+class ServedSite:
+    """Serves a request handler class, or a dict of routes ({path: (status, body)}, 404 elsewhere), on a free port of
+    the loopback in a thread, from `with` until its end (even when the test fails). Every test's local HTTP site or
+    webhook receiver is one of these; a subclass makes its handler and passes it to `__init__`."""
+
+    def __init__(
+        self, handler: type[BaseHTTPRequestHandler] | Mapping[str, Route], *, host: str = "127.0.0.1", path: str = ""
+    ) -> None:
+        self.host = host
+        self.url_path = path  # appended to `url` (a receiver's "/hook")
+        self.server = ThreadingHTTPServer((host, 0), handler if isinstance(handler, type) else routes_handler(handler))
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}{self.url_path}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def send_body(
+    handler: BaseHTTPRequestHandler, status: int, body: str | bytes, headers: Mapping[str, str] | None = None
+) -> None:
+    """One whole answer from a test site's handler: status, headers (text/html unless they say otherwise), body."""
+    data = body.encode() if isinstance(body, str) else body
+    handler.send_response(status)
+    for name, value in {"Content-Type": "text/html", **(headers or {})}.items():
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def routes_handler(routes: Mapping[str, Route]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            send_body(self, *routes.get(self.path, (404, "not found")))
+
+        def log_message(self, *args):
+            pass
+
+    return Handler
 
 
 def write_catalogue(root: Path, *, products: int = 12, per_page: int = 5, price_of=lambda n: f"{10 + n}.00") -> None:
@@ -30,7 +87,7 @@ def write_catalogue(root: Path, *, products: int = 12, per_page: int = 5, price_
     (root / "index.html").write_text('<html><title>Shop</title><body><a href="/list-1.html">All</a></body></html>')
 
 
-class LocalSite:
+class LocalSite(ServedSite):
     """Serves a directory, plus `/slow/N`: an endless chain of slow pages for timeout tests. Counts every hit."""
 
     def __init__(self, root: Path, *, slow_delay: float = 0.3) -> None:
@@ -62,27 +119,13 @@ class LocalSite:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(Handler)
 
     def slow_hits(self) -> int:
         return sum(count for path, count in self.hits.items() if path.startswith("/slow/"))
 
-    def __enter__(self) -> LocalSite:
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class LoadedSite:
+class LoadedSite(ServedSite):
     """A site whose answers depend on how hard it is hit: `/<hub>/0` links to `/<hub>/1..leaves`; `answer(site, path,
     now)` says how long to take and which status to send. Every arrival is recorded with its status and the delay it
     was given, so a test reads what the site went through from the site's own log."""
@@ -111,18 +154,12 @@ class LoadedSite:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # By name, so its throttle rule ("localhost") touches no other test's site on 127.0.0.1.
+        super().__init__(Handler, host="localhost")
 
     def recent(self, now: float, seconds: float = 1.0) -> int:
         """Requests that arrived in the last `seconds` (call with the lock held)."""
         return sum(1 for at, *_ in reversed(self.arrivals[-200:]) if now - seconds < at)
-
-    @property
-    def url(self) -> str:
-        # By name, so its throttle rule ("localhost") touches no other test's site on 127.0.0.1.
-        return f"http://localhost:{self.server.server_address[1]}"
 
     def page(self, path: str) -> str:
         if path == "/robots.txt":
@@ -139,11 +176,3 @@ class LoadedSite:
         """The share of the hubs' leaves the site answered with a page at least once."""
         wanted = {f"/{hub}/{n}" for hub in hubs for n in range(1, self.leaves + 1)}
         return len(wanted & {path for _, status, _, path in self.log() if status == 200}) / len(wanted)
-
-    def __enter__(self) -> LoadedSite:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()

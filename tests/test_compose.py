@@ -48,7 +48,10 @@ def command(service: dict) -> list[str]:
 
 
 def celery_parse(args: list[str]) -> tuple[str, dict]:
-    """Parse a `celery ...` command line with Celery's own CLI, without running it. Unknown options fail."""
+    """Parse a `celery ...` command line with Celery's own CLI, without running it. Unknown options fail.
+    `python -m project.worker OPTIONS` is parsed as what it runs: `celery -A project worker OPTIONS`."""
+    if args[:3] == ["python", "-m", "project.worker"]:
+        args = ["celery", "-A", "project", "worker", *args[3:]]
     assert args[0] == "celery", args
     ctx = celery_cli.make_context("celery", list(args[1:]))
     ctx.obj = CLIContext(app=find_app(ctx.params["app"]), no_color=True, workdir=None, quiet=True)
@@ -165,7 +168,7 @@ def test_every_declared_queue_has_a_consumer_and_every_consumed_queue_is_declare
 def test_periodic_tasks_go_to_a_consumed_queue(services):
     ops_queues = set(celery_parse(command(services["ops"]))[1]["queues"])
 
-    assert "control" in ops_queues  # crawls/periodic.py sends beat's tasks to `control`
+    assert "control" in ops_queues  # project/periodic.py sends beat's tasks to `control`
 
 
 def test_celery_app_module_is_the_projects_celery_app():

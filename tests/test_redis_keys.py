@@ -9,7 +9,7 @@ import pytest
 from redis.crc import key_slot
 
 from crawls.frontier import Frontier, binary_redis, frontier_delete
-from ops.joblog import JobLogSink, job_log_store
+from crawls.joblog import JobLogSink, job_log_store
 from project.redis import get_redis, hash_tag, redis_client, redis_key
 from throttling.adaptive import AdaptiveConfig
 from throttling.buckets import Limits, TokenBuckets

@@ -27,7 +27,7 @@ def redis_gone(settings, tmp_path):
 def test_while_redis_is_away_database_endpoints_answer_and_the_others_say_503(
     api, admin_api, builtins, redis_gone, monkeypatch
 ):
-    monkeypatch.setattr("crawls.publish.send", lambda *args, **kwargs: None)
+    monkeypatch.setattr("project.messages.send", lambda *args, **kwargs: None)
     job_id = api.post("/api/jobs/", {"url": "http://127.0.0.1:9/x"}, format="json").json()["id"]
     redis_gone.stop()
 

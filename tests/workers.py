@@ -81,10 +81,7 @@ class Worker:
         command = [
             sys.executable,
             "-m",
-            "celery",
-            "-A",
-            "project",
-            "worker",
+            "project.worker",  # `celery -A project worker`, lighter (project/worker.py)
             "-Q",
             self.queues,
             "-c",

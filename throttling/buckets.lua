@@ -27,10 +27,11 @@
 -- A bucket is the string "tokens ts": `tokens` as of time `ts` (seconds, from Redis TIME, never a worker's clock).
 -- A missing bucket is a full one, so keys expire once they would have refilled anyway. A pause empties the
 -- domain bucket and moves its `ts` into the future: nothing refills, nobody takes, until then.
--- Plain strings, read with one MGET and written with one SET each: half the commands of hashes + PEXPIRE.
+-- Plain strings, all read with one MGET (rules, marker, controller states and the four buckets the take may use) and
+-- written with one SET each: every redis.call costs a script far more than the few bytes of a value never used.
 
 local NEVER = 86400  -- the wait reported, and the key lifetime, when a rate is 0
-local found = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9])
+local found = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9], KEYS[6], KEYS[7], KEYS[4], KEYS[5])
 
 -- The exact host's rule beats the registered domain's; with neither, the caller's defaults. One match reads it all.
 local which, rule = 3, ARGV[2]
@@ -48,8 +49,8 @@ if which == 1 then state = found[4] end
 if adaptive == '1' and state then scale = scale * tonumber(string.match(state, '^(%S+)')) end
 rate, cap = tonumber(rate) * scale, math.max(1, tonumber(cap))
 ip_rate, ip_cap = tonumber(ip_rate) * scale, math.max(1, tonumber(ip_cap))
-local domain_key, ip_key, slots_key = KEYS[6], KEYS[7], KEYS[11]
-if which == 1 then domain_key, ip_key, slots_key = KEYS[4], KEYS[5], KEYS[10] end
+local domain_key, ip_key, slots_key, bucket, ip_bucket = KEYS[6], KEYS[7], KEYS[11], found[6], found[7]
+if which == 1 then domain_key, ip_key, slots_key, bucket, ip_bucket = KEYS[4], KEYS[5], KEYS[10], found[8], found[9] end
 local holder = ARGV[5] or ''
 
 local t = redis.call('TIME')
@@ -80,7 +81,7 @@ local function wait(tokens, ts, bucket_rate)
 end
 
 if ARGV[1] == 'pause' then
-  local tokens, ts = refill(redis.call('GET', domain_key), rate, cap)
+  local tokens, ts = refill(bucket, rate, cap)
   local resume = now + tonumber(ARGV[3])
   if resume > ts then
     save(domain_key, 0, resume, rate, cap)
@@ -114,9 +115,8 @@ if holder ~= '' then
   if free < 1 then return {0, tonumber(ARGV[7]), which, 0, 1} end
   wanted = math.min(wanted, free)
 end
-local buckets = redis.call('MGET', domain_key, ip_key)
-local tokens, ts = refill(buckets[1], rate, cap)
-local ip_tokens, ip_ts = refill(buckets[2], ip_rate, ip_cap)
+local tokens, ts = refill(bucket, rate, cap)
+local ip_tokens, ip_ts = refill(ip_bucket, ip_rate, ip_cap)
 if tokens >= 1 and ip_tokens >= 1 then
   local granted = math.min(wanted, math.floor(tokens), math.floor(ip_tokens))
   tokens, ip_tokens = tokens - granted, ip_tokens - granted

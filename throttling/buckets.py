@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import redis
-import tldextract
 
 from project.redis import LuaScript, hash_tag, on_cluster
+from throttling.suffixes import registered_domain
 
 SCRIPT = Path(__file__).with_name("buckets.lua").read_text()
 GRANTED, WAIT, BLOCKED, STALE = "granted", "wait", "blocked", "stale"
@@ -31,16 +31,6 @@ _RULES = {1: "host", 2: "domain", 3: "default"}
 # How long a request waits before asking again when every in-flight slot of its domain is held: a slot frees when
 # some worker's response arrives, which no clock predicts. Short, so a freed slot is not left idle.
 SLOT_POLL_MS = 50
-
-# The Public Suffix List snapshot shipped inside tldextract: never fetched from the network, never cached on disk.
-_psl = tldextract.TLDExtract(cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True)
-
-
-@functools.lru_cache(maxsize=8192)
-def registered_domain(host: str) -> str:
-    """`www.shop.example.co.uk` → `example.co.uk`. Hosts without a public suffix (IPs, localhost) are their own."""
-    host = host.lower().rstrip(".")
-    return _psl(host).top_domain_under_public_suffix or host
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ or run in a thread: the reactor is never blocked. Settings are read once, in `fr
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -37,9 +38,7 @@ from throttling.crawling import (
     throttle_options,
 )
 from throttling.slots import SlotLedger
-
-# Re-exported: Scrapy settings and tests name it here.
-from throttling.useragents import UserAgentRotationMiddleware  # noqa: F401
+from throttling.useragents import UserAgentRotationMiddleware  # noqa: F401 - re-exported: settings and tests name it
 
 logger = logging.getLogger("trawl.throttle")
 
@@ -112,7 +111,7 @@ class ThrottleMiddleware:
             return None
         waited, decision = await self._acquire(host, egress_of(request, self.egress))
         if self.slots is not None:
-            self.slots.hold(request, self.buckets.slots_domain(host, decision))
+            self.slots.hold(request, self.buckets.slots_domain(host, decision))  # counted as `granted` already
         self.stats.inc_value("throttle/requests")
         if waited:
             self.stats.inc_value("throttle/delayed")
@@ -120,9 +119,8 @@ class ThrottleMiddleware:
         return None
 
     async def _acquire(self, host: str, egress: str) -> tuple[float, Decision]:
-        """Wait until both buckets gave a token (and a slot); return the seconds spent sleeping and the grant.
-
-        Redis away, or the database while the rules are reloaded, is waited out for up to `patience` seconds."""
+        """Wait until both buckets gave a token (and a slot); return the seconds spent sleeping and the grant. Redis
+        away, or the database while the rules are reloaded, is waited out for up to `patience` seconds."""
         waited, down_since = 0.0, None
         while True:
             if waited and self.closing():
@@ -171,19 +169,22 @@ class ThrottleMiddleware:
         try:
             while waiters := [waiter for waiter in self._takers.pop(key, []) if not waiter.done()]:
                 try:
-                    holder = self.slots.holder if self.slots is not None else ""
-                    decision = await self.buckets.take_async(
-                        await self._client(), host=host, egress=egress, tokens=len(waiters), holder=holder
-                    )
+                    client, tokens = await self._client(), len(waiters)
+                    take = functools.partial(self.buckets.take_async, client, host=host, egress=egress, tokens=tokens)
+                    decision = await (take() if self.slots is None else self.slots.take(take))
                 except Exception as exc:  # Redis away, mostly: each request decides (_acquire), none is left hanging
                     for waiter in waiters:
                         if not waiter.done():
                             waiter.set_exception(exc)
                     continue
+                slots = decision.granted if self.slots is not None and decision.status == GRANTED else 0
+                if slots:
+                    slots_domain = self.buckets.slots_domain(host, decision)
+                    self.slots.granted(slots_domain, slots)
                 for number, waiter in enumerate(waiters):
                     if waiter.done():  # its request was dropped meanwhile: the token is spent, its slot goes back
-                        if self.slots is not None and decision.status == GRANTED and number < decision.granted:
-                            self.slots.give_back(self.buckets.slots_domain(host, decision), 1)
+                        if number < slots:
+                            self.slots.give_back(slots_domain, 1)
                         continue
                     if decision.status == GRANTED and number >= decision.granted:
                         waiter.set_result(replace(decision, status=WAIT))  # none left for it: wait for the next

@@ -8,6 +8,8 @@
 --            Redis counts a grant before the holder does and a release after it, so a stored count above the tally
 --            is a take or release still under way; one below it means the entry was lost (Redis emptied, expired)
 --            while requests were in flight;
+--   "set": the holder counts exactly `count` (its tally, sent while none of its takes and releases was under way:
+--          whatever a lost reply or a retried script left above or below the tally is corrected);
 --   "drop": the holder holds nothing (its crawl is over).
 -- Returns the holder's count afterwards. A holder at 0 is removed.
 
@@ -21,6 +23,8 @@ if ARGV[2] == 'release' then
   count = count - tonumber(ARGV[3])
 elseif ARGV[2] == 'renew' then
   count = math.max(count, tonumber(ARGV[3]))
+elseif ARGV[2] == 'set' then
+  count = tonumber(ARGV[3])
 else
   count = 0
 end

@@ -4,14 +4,21 @@ Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN counts one process's requests; a job of 
 many connections to one site. The token take (buckets.lua) also takes one of the domain's slots per request (the
 rule's `concurrency`, 8 by default), recorded in Redis under this process's holder id with an expiry. This ledger
 remembers which request holds which slot and gives it back when the request ends (response, exception, dropped),
-renews the holder's expiry while it holds any (counting its own requests again if Redis lost them), and gives
-everything back when the crawl closes. A killed process renews nothing: its slots come back when its expiry passes.
-Runs on the reactor's asyncio loop; no request waits for a slot's return.
+renews the holder's expiry while it holds any, and gives everything back when the crawl closes. A killed process
+renews nothing: its slots come back when its expiry passes. Runs on the reactor's asyncio loop; no request waits for
+a slot's return.
+
+Each renewal also sets the holder's count in Redis to its own tally, so a count that drifted is put right within a
+third of a lease: a take whose reply was lost (a timeout under load, after Redis ran the script) or that redis-py sent
+again would otherwise keep slots nobody holds for as long as the holder lives, and with enough of them a domain's
+every slot; a release sent twice would let one request too many through. The tally is exact only while none of the
+holder's takes and releases is under way, so they pass a gate the renewal closes for one round trip.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -29,6 +36,10 @@ from throttling.buckets import TokenBuckets
 logger = logging.getLogger("trawl.throttle")
 
 SCRIPT = LuaScript(Path(__file__).with_name("slots.lua").read_text())
+# How long a renewal waits for the takes and releases under way to land before it sets the counts; past it, it only
+# pushes the expiry (and sets them at the next renewal).
+SETTLE_SECONDS = 2.0
+SETTLE_POLL_SECONDS = 0.002
 
 
 class SlotLedger:
@@ -44,29 +55,56 @@ class SlotLedger:
         self.max_hold = max_hold
         self.holder = holder or f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self._held: dict[Any, tuple[str, float]] = {}  # request → (domain, since)
-        self._counts: Counter = Counter()  # domain → slots held (what Redis should say)
+        # domain → slots granted and not given back (what Redis should say); a domain at 0 stays until Redis says 0 too
+        self._counts: Counter = Counter()
         self._returning: Counter = Counter()  # domain → slots to give back in the next call
         self._sending: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
         self._renewer: asyncio.Task | None = None
+        self._open = asyncio.Event()  # the gate takes and releases pass; closed while a renewal sets the counts
+        self._open.set()
+        self._under_way = 0  # takes and releases sent and not answered
+        self._generation = 0  # counts settings: a release counted before one is already part of it
+        self._closed = False
 
-    def hold(self, request: Any, domain: str) -> None:
-        self.release(request)  # the same request sent again (a middleware rescheduled it) holds one slot, not two
-        self._held[request] = (domain, time.monotonic())
-        self._counts[domain] += 1
+    async def gated(self, call: Callable[[], Awaitable[Any]], *, generation: int | None = None) -> Any:
+        """Run `call` (a take of this holder's slots, or a release) once the gate is open; `None` without running it
+        if the counts were set since `generation` (what it would change is already in them)."""
+        while not self._open.is_set():
+            await self._open.wait()
+        if generation is not None and generation != self._generation:
+            return None
+        self._under_way += 1
+        try:
+            return await call()
+        finally:
+            self._under_way -= 1
+
+    async def take(self, take: Callable[..., Awaitable[Any]]) -> Any:
+        """`take(holder=…)`: a take of tokens that also counts slots for this holder, never while it sets its counts."""
+        return await self.gated(functools.partial(take, holder=self.holder))
+
+    def granted(self, domain: str, count: int) -> None:
+        """A take just counted `count` slots of `domain` for this holder in Redis: counted here at the same moment."""
+        self._counts[domain] += count
         if self._renewer is None:
             self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
+
+    def hold(self, request: Any, domain: str) -> None:
+        """`request` holds one of the slots `granted` counted."""
+        self.release(request)  # the same request sent again (a middleware rescheduled it) holds one slot, not two
+        self._held[request] = (domain, time.monotonic())
 
     def release(self, request: Any) -> None:
         """`request` ended (or was dropped): its slot goes back, for every worker. Once per request; others no-op."""
         held = self._held.pop(request, None)
         if held is not None:
-            self._counts[held[0]] -= 1
             self.give_back(held[0], 1)
 
     def give_back(self, domain: str, count: int) -> None:
         """Return `count` slots of `domain` in Redis (also slots granted for requests dropped before they held one).
         Releases that come together go in one call."""
+        self._counts[domain] -= count
         self._returning[domain] += count
         if domain not in self._sending:
             self._sending.add(domain)
@@ -76,7 +114,8 @@ class SlotLedger:
         try:
             while count := self._returning.pop(domain, 0):
                 try:
-                    await self._script(domain, "release", count)
+                    release = functools.partial(self._script, domain, "release", count)
+                    await self.gated(release, generation=self._generation)
                 except redis.RedisError as exc:  # kept for the next renewal; the lease bounds the rest
                     self._returning[domain] += count
                     logger.warning("throttle: could not give back %s slot(s) of %s (redis: %s)", count, domain, exc)
@@ -89,24 +128,58 @@ class SlotLedger:
         return await SCRIPT.run_async(await self.client(), keys, args)
 
     async def _renew_forever(self) -> None:
-        while True:
+        while not self._closed:  # close() also cancels it; the flag ends it even if a library swallowed that cancel
             await asyncio.sleep(self.lease / 3)
-            await self.renew()
+            if not self._closed:
+                await self.renew()
 
     async def renew(self) -> None:
-        """Push this process's expiry a lease ahead for every domain it holds slots of; retry returns that failed."""
+        """Set this process's count of every domain it took slots of to its tally, its expiry a lease ahead; if its
+        takes and releases do not settle in time, only push the expiry of what it holds and retry failed returns."""
         stale = time.monotonic() - self.max_hold
         for request, (domain, since) in list(self._held.items()):
             if since < stale:
                 logger.warning("throttle: a request to %s held its slot %.0fs; giving it back", domain, self.max_hold)
                 self.release(request)
+        self._open.clear()
+        try:
+            if await self._settle():
+                await self._set_counts()
+                return
+        finally:
+            self._open.set()
+        await self._push_expiry()
+
+    async def _settle(self) -> bool:
+        # Polled, not asyncio.wait_for: on Python 3.11 wait_for swallows a cancel that comes as the wait ends, and
+        # close() would wait forever for a renewer that goes on renewing.
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while self._under_way:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(SETTLE_POLL_SECONDS)
+        return True
+
+    async def _set_counts(self) -> None:
+        self._generation += 1
+        self._returning.clear()  # the counts set below already leave them out
+        for domain in sorted(self._counts):
+            count = max(self._counts[domain], 0)
+            try:
+                await self._script(domain, "set", count)
+            except redis.RedisError as exc:
+                logger.warning("throttle: could not renew the slots of %s (redis: %s)", domain, exc)
+                continue
+            if count == 0:
+                del self._counts[domain]
+
+    async def _push_expiry(self) -> None:
         for domain in list(self._returning):
             if domain not in self._sending:
                 self._sending.add(domain)
                 self._spawn(self._send_returns(domain))
         for domain, count in list(self._counts.items()):
-            if count <= 0:
-                del self._counts[domain]
+            if count <= 0:  # nothing to keep; the next setting of the counts says 0 to Redis
                 continue
             try:
                 await self._script(domain, "renew", count)
@@ -120,6 +193,7 @@ class SlotLedger:
 
     async def close(self) -> None:
         """The crawl is over: every slot it still holds goes back."""
+        self._closed = True
         if self._renewer is not None:
             self._renewer.cancel()
             await asyncio.gather(self._renewer, return_exceptions=True)

@@ -1,19 +1,14 @@
-"""User-Agent rotation, and how a Trawl knob a scraper may set is read (also by proxy rotation)."""
+"""User-Agent rotation: each request the next User-Agent of TRAWL_USER_AGENTS."""
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
-from django.conf import settings as django_settings
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
-
-def trawl_knob(crawler: Crawler, name: str) -> Any:
-    """A Trawl knob a scraper or version may set in its Scrapy settings; else the project's default."""
-    return crawler.settings.get(name, getattr(django_settings, name))
+from project.knobs import trawl_setting
 
 
 class UserAgentRotationMiddleware:
@@ -31,7 +26,7 @@ class UserAgentRotationMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> UserAgentRotationMiddleware:
-        middleware = cls(user_agents=list(trawl_knob(crawler, "TRAWL_USER_AGENTS") or ()))
+        middleware = cls(user_agents=list(trawl_setting(crawler.settings, "TRAWL_USER_AGENTS") or ()))
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         return middleware
 

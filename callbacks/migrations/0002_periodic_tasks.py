@@ -2,8 +2,8 @@ from django.db import migrations
 
 
 def create_periodic_tasks(apps, schema_editor):
-    # Ensures every entry of crawls.periodic.PERIODIC_TASKS, now including the batch and delivery sweepers.
-    from crawls.periodic import periodic_tasks_ensure
+    # Ensures every entry of project.periodic.PERIODIC_TASKS, now including the batch and delivery sweepers.
+    from project.periodic import periodic_tasks_ensure
 
     periodic_tasks_ensure(
         apps.get_model("django_celery_beat", "PeriodicTask"), apps.get_model("django_celery_beat", "IntervalSchedule")

@@ -19,6 +19,9 @@ from typing import Any
 
 import redis
 
+from crawls.frontier.errors import FrontierLost
+from crawls.frontier.layout import QUEUE_LIB
+
 logger = logging.getLogger("trawl.frontier")
 
 ENDED = -1  # the job ended: its frontier is gone for good, a late shard must not crawl anew
@@ -33,7 +36,13 @@ UNDECLARED = -3  # a shard joined between the caller's read of the members and i
 # reclaim(): a shard whose lease expired, or of an attempt before `attempt`, is dead: its in-flight requests go back
 # to the queue, and the items it had written ahead but not stored yet (and orphans it was storing) become orphans,
 # stored by a live shard. The shard asking (`me`) is alive whatever its lease says. Returns the requests moved.
-LIB = """
+LIB = (
+    QUEUE_LIB
+    + """
+local function queue_of(base)
+  return layout(base .. 'seq', base .. 'chunks', base .. 'chunkdata', base .. 'queued', base .. 'queue',
+                base .. 'seenbuckets', base .. 'seen')
+end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -51,7 +60,7 @@ local function unstored(base, member)
   return redis.call('LLEN', base .. 'wal:' .. member) - stored, stored
 end
 local function reclaim(base, attempt, me)
-  local moved = 0
+  local moved, q = 0, queue_of(base)
   local now = now_ms()
   local all = redis.call('ZRANGE', base .. 'shards', 0, -1, 'WITHSCORES')
   for i = 1, #all, 2 do
@@ -60,14 +69,14 @@ local function reclaim(base, attempt, me)
     if member ~= me and (expiry < now or shard_attempt < attempt) then
       local held = redis.call('HGETALL', base .. 'inflight:' .. member)
       for j = 1, #held, 2 do
-        redis.call('ZADD', base .. 'queue', held[j + 1], held[j])
+        enqueue_front(q, held[j + 1], string.sub(held[j], 9))
         moved = moved + 1
       end
       local _, stored = unstored(base, member)
       push_all(base .. 'orphans', redis.call('LRANGE', base .. 'wal:' .. member, stored, -1))
       push_all(base .. 'orphans', redis.call('LRANGE', base .. 'adopting:' .. member, 0, -1))
-      redis.call('DEL', base .. 'inflight:' .. member, base .. 'wal:' .. member, base .. 'walstored:' .. member,
-                 base .. 'adopting:' .. member)
+      redis.call('UNLINK', base .. 'inflight:' .. member, base .. 'wal:' .. member, base .. 'walstored:' .. member,
+                 base .. 'adopting:' .. member, base .. 'lastcommit:' .. member)
       redis.call('ZREM', base .. 'shards', member)
     end
   end
@@ -76,16 +85,18 @@ end
 -- Requests kept back for a while (throttling/requeue.py) that are due go to the queue with their priority.
 local function promote(base)
   local due = redis.call('ZRANGEBYSCORE', base .. 'delayed', '-inf', now_ms(), 'LIMIT', 0, 1000)
+  local q = queue_of(base)
   for _, member in ipairs(due) do
-    redis.call('ZADD', base .. 'queue', redis.call('HGET', base .. 'delayedscore', member) or 0, member)
+    enqueue_front(q, redis.call('HGET', base .. 'delayedscore', member) or 0, string.sub(member, 9))
   end
   if #due > 0 then
     redis.call('ZREM', base .. 'delayed', unpack(due))
     redis.call('HDEL', base .. 'delayedscore', unpack(due))
   end
 end
-local shared = {'queue', 'seen', 'seq', 'shards', 'members', 'progress', 'orphans', 'delayed', 'delayedscore'}
-local per_shard = {'inflight:', 'wal:', 'walstored:', 'adopting:'}
+local shared = {'queue', 'seen', 'seq', 'shards', 'members', 'progress', 'orphans', 'delayed', 'delayedscore', 'chunks',
+                'chunkdata', 'queued', 'seenbuckets', 'left'}
+local per_shard = {'inflight:', 'wal:', 'walstored:', 'adopting:', 'lastcommit:'}
 local base = string.sub(KEYS[1], 1, -6)
 local declared = {}
 for _, key in ipairs(KEYS) do declared[key] = true end
@@ -103,6 +114,7 @@ local function refresh(base, member, ttl)
   for _, name in ipairs(per_shard) do redis.call('PEXPIRE', base .. name .. member, ttl) end
 end
 """
+)
 
 # ARGV: -, create ('1' or '0'), candidate epoch, ttl ms. The frontier's epoch: the one it has, else (shard 0 of
 # an attempt only) `candidate`, written after deleting whatever is left without an epoch (keys that outlived a loss:
@@ -121,9 +133,9 @@ if ARGV[2] ~= '1' then return -2 end
 local members = redis.call('SMEMBERS', base .. 'members')
 if undeclared(members) then return -3 end
 for _, member in ipairs(members) do
-  for _, name in ipairs(per_shard) do redis.call('DEL', base .. name .. member) end
+  for _, name in ipairs(per_shard) do redis.call('UNLINK', base .. name .. member) end
 end
-for _, name in ipairs(shared) do redis.call('DEL', base .. name) end
+for _, name in ipairs(shared) do redis.call('UNLINK', base .. name) end
 redis.call('SET', base .. 'epoch', ARGV[3], 'PX', ARGV[4])
 return ARGV[3]
 """
@@ -136,6 +148,9 @@ RENEW = (
     + """
 if redis.call('EXISTS', base .. 'ended') == 1 then return -1 end
 if lost(base, ARGV[6]) then return -2 end
+-- A shard that left (FINISH) is never leased again: its lease thread may renew once more after it left, and putting
+-- it back among the shards would make every other one leave as "done", none as "last", and the job never end.
+if redis.call('SISMEMBER', base .. 'left', ARGV[3]) == 1 then return 0 end
 if undeclared({ARGV[3], unpack(redis.call('ZRANGE', base .. 'shards', 0, -1))}) then return -3 end
 local moved = reclaim(base, tonumber(ARGV[2]), ARGV[3])
 redis.call('ZADD', base .. 'shards', now_ms() + tonumber(ARGV[4]), ARGV[3])
@@ -158,7 +173,7 @@ if lost(base, ARGV[4]) then return 'lost' end
 if undeclared({me, unpack(redis.call('ZRANGE', base .. 'shards', 0, -1))}) then return -3 end
 reclaim(base, tonumber(ARGV[2]), me)
 promote(base)
-if redis.call('ZCARD', base .. 'queue') > 0 then return 'work' end
+if queued_count(queue_of(base)) > 0 then return 'work' end
 if redis.call('LLEN', base .. 'orphans') > 0 or redis.call('ZCARD', base .. 'delayed') > 0 then return 'wait' end
 for _, member in ipairs(redis.call('ZRANGE', base .. 'shards', 0, -1)) do
   if redis.call('HLEN', base .. 'inflight:' .. member) > 0 or unstored(base, member) > 0
@@ -167,20 +182,26 @@ for _, member in ipairs(redis.call('ZRANGE', base .. 'shards', 0, -1)) do
   end
 end
 redis.call('ZREM', base .. 'shards', me)
+redis.call('SADD', base .. 'left', me)
 if redis.call('ZCARD', base .. 'shards') == 0 then return 'last' end
 return 'done'
 """
 )
 
-# KEYS: queue, shards, inflight, epoch. ARGV: me, epoch. Hands this shard's requests back to the queue and drops its
-# lease; what it wrote ahead stays its own to store (its task stores it before it returns). Nothing on a lost frontier.
-RELEASE = """
+# KEYS: queue (the old layout's), shards, inflight, epoch, seq, chunks, chunk data, queued. ARGV: me, epoch. Hands this
+# shard's requests back to the queue, in front of their priority, and drops its lease; what it wrote ahead stays its
+# own to store (its task stores it before it returns). Nothing on a lost frontier.
+RELEASE = (
+    QUEUE_LIB
+    + """
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then return 0 end
+local q = layout(KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[1])
 local held = redis.call('HGETALL', KEYS[3])
-for j = 1, #held, 2 do redis.call('ZADD', KEYS[1], held[j + 1], held[j]) end
-redis.call('DEL', KEYS[3])
+for j = 1, #held, 2 do enqueue_front(q, held[j + 1], string.sub(held[j], 9)) end
+redis.call('UNLINK', KEYS[3])
 return #held / 2
 """
+)
 
 
 class LeaseKeeper(threading.Thread):
@@ -205,8 +226,6 @@ class LeaseKeeper(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        from crawls.frontier.store import FrontierLost
-
         while not self.done.wait(self.every):
             try:
                 reclaimed = self.renew()

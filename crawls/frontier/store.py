@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass
@@ -13,38 +14,18 @@ import redis.asyncio
 from django.conf import settings
 
 from crawls.frontier import commits, leases
+from crawls.frontier.errors import FrontierEnded, FrontierLost
+from crawls.frontier.layout import FINGERPRINT_BYTES
 from crawls.frontier.leases import ENDED, LOST, UNDECLARED
-from project.errors import InfrastructureUnavailable
 from project.redis import hash_tag, redis_client, redis_key
 
-FINGERPRINT_BYTES = 12
-SHARED = (
-    "queue",
-    "seen",
-    "seq",
-    "shards",
-    "members",
-    "progress",
-    "orphans",
-    "epoch",
-    "ended",
-    "delayed",
-    "delayedscore",
-)
-PER_SHARD = ("inflight", "wal", "walstored", "adopting")
+# The old layout's `queue` and `seen` (crawls.frontier.layout) first: leases.LIB finds the key prefix from KEYS[1].
+SHARED = ("queue", "seen", "seq", "shards", "members", "progress", "orphans", "epoch", "ended", "delayed")
+SHARED += ("delayedscore", "chunks", "chunkdata", "queued", "seenbuckets", "left")
+PER_SHARD = ("inflight", "wal", "walstored", "adopting", "lastcommit")
 # A script answers UNDECLARED only when a shard joined between reading the members and the call; a few more reads
 # always settle it (shards join once each).
 _DECLARE_TRIES = 20
-
-
-class FrontierLost(InfrastructureUnavailable):
-    """The job's frontier is gone from Redis (emptied, or restarted without its data) or belongs to a newer attempt:
-    what this shard remembers is no longer the job's. Not the site's fault: the job is requeued and starts again."""
-
-
-class FrontierEnded(FrontierLost):
-    """The job ended meanwhile (another shard ended it: timeout, cancel, a watchdog) and its frontier went with it:
-    this shard stops too (the requeue that follows a FrontierLost finds the job ended and does nothing)."""
 
 
 @functools.cache
@@ -69,12 +50,16 @@ def _scripts() -> dict[str, Any]:
         "commit": commits.COMMIT,
         "stored": commits.STORED,
         "adopt": commits.ADOPT,
+        "seen": commits.SEEN,
     }
     return {name: client.register_script(source) for name, source in sources.items()}
 
 
 def compact_fingerprint(fingerprint: bytes) -> bytes:
-    return fingerprint[:FINGERPRINT_BYTES]
+    """FINGERPRINT_BYTES of a fingerprint: the first of a SHA-1 (Scrapy's), a digest of any other length (the
+    seen-set's buckets compare fixed-width entries)."""
+    short = fingerprint if len(fingerprint) in (FINGERPRINT_BYTES, 20) else hashlib.sha1(fingerprint).digest()
+    return short[:FINGERPRINT_BYTES]
 
 
 @dataclass(frozen=True)
@@ -148,13 +133,15 @@ class Frontier:
         items: list[bytes] = (),
         done: list[bytes] = (),
         take: int = 0,
+        token: bytes = b"",
     ) -> Committed:
         """In one script call and in this order: queue `requests` (payload, priority, fingerprint[, seconds to keep it
         back]) unless seen, write `items` ahead to this shard's log, take the `done` requests out of flight, move the
         kept-back requests that are due into the queue, and take up to `take` of the most urgent queued requests into
-        flight. So a request leaves flight only once what it yielded is in Redis."""
+        flight. So a request leaves flight only once what it yielded is in Redis. The same `token` again (a retry
+        whose first reply was lost) returns the first reply without applying anything twice."""
         self._opened()
-        keys, args = self._commit_call(requests=requests, items=items, done=done, take=take)
+        keys, args = self._commit_call(requests=requests, items=items, done=done, take=take, token=token)
         return Committed.of(self._check(_scripts()["commit"](keys=keys, args=args)))
 
     async def commit_async(
@@ -165,24 +152,28 @@ class Frontier:
         items: list[bytes] = (),
         done: list[bytes] = (),
         take: int = 0,
+        token: bytes = b"",
     ) -> Committed:
         """commit() awaited on an event loop (`client` from async_binary_redis), so a crawl never waits for Redis.
         The frontier must be open already (the scheduler opens it before the crawl starts)."""
-        keys, args = self._commit_call(requests=requests, items=items, done=done, take=take)
+        keys, args = self._commit_call(requests=requests, items=items, done=done, take=take, token=token)
         # redis-py's script object: EVALSHA, loading the script once more if Redis lost it (a restart, SCRIPT FLUSH).
         if self.async_commit is None or self.async_commit.registered_client is not client:
             self.async_commit = client.register_script(commits.COMMIT)
         return Committed.of(self._check(await self.async_commit(keys=keys, args=args)))
 
     def _commit_call(
-        self, *, requests: list[tuple], items: list[bytes], done: list[bytes], take: int
+        self, *, requests: list[tuple], items: list[bytes], done: list[bytes], take: int, token: bytes
     ) -> tuple[list[str], list[Any]]:
         keys = [self.key("seen"), self.key("queue"), self.key("seq"), self.mine("wal"), self.inflight]
         keys += [self.key("members"), self.key("shards"), self.key("epoch"), self.key("ended")]
         keys += [self.key("delayed"), self.key("delayedscore")]
-        args: list[Any] = [self.ttl_ms, self.member, take, self.epoch, len(requests)]
+        keys += [self.key("chunks"), self.key("chunkdata"), self.key("queued"), self.key("seenbuckets")]
+        keys += [self.mine("lastcommit")]
+        args: list[Any] = [self.ttl_ms, self.member, take, self.epoch, token, len(requests)]
         for payload, priority, fingerprint, *delay in requests:  # delay: seconds to keep it back (optional)
-            args += (fingerprint or b"", -int(priority), round(delay[0] * 1000) if delay else 0, payload)
+            filtered = compact_fingerprint(fingerprint) if fingerprint else b""
+            args += (filtered, -int(priority), round(delay[0] * 1000) if delay else 0, payload)
         return keys, [*args, len(items), *items, *done]
 
     def push(self, payload: bytes, *, priority: int = 0, fingerprint: bytes | None = None) -> bool:
@@ -191,7 +182,10 @@ class Frontier:
 
     def seen(self, fingerprint: bytes) -> bool:
         """Add to the seen-set; True if it was already there."""
-        return not self.redis.sadd(self.key("seen"), fingerprint)
+        self._opened()
+        keys = [self.key("seen"), self.key("seenbuckets"), self.key("epoch"), self.key("ended")]
+        args = [compact_fingerprint(fingerprint), self.ttl_ms, self.epoch]
+        return bool(self._check(_scripts()["seen"](keys=keys, args=args)))
 
     def pop(self, count: int = 1) -> list[bytes]:
         """Up to `count` of the most urgent queued requests, now in this shard's in-flight set."""
@@ -218,7 +212,7 @@ class Frontier:
         return list(_scripts()["adopt"](keys=keys, args=[count, self.ttl_ms, self.epoch]))
 
     def adopted(self) -> None:
-        self.redis.delete(self.mine("adopting"))
+        self.redis.unlink(self.mine("adopting"))
 
     def renew(self) -> int:
         """Take or extend this shard's lease; return requests reclaimed from dead shards or earlier attempts, or -1
@@ -252,10 +246,14 @@ class Frontier:
     def release(self) -> int:
         """Put this shard's in-flight requests back in the queue (warm shutdown); its lease runs out by itself."""
         keys = [self.key("queue"), self.key("shards"), self.inflight, self.key("epoch")]
+        keys += [self.key("seq"), self.key("chunks"), self.key("chunkdata"), self.key("queued")]
         return int(_scripts()["release"](keys=keys, args=[self.member, self.epoch]))
 
     def pending(self) -> int:
-        return int(self.redis.zcard(self.key("queue")))
+        """Requests queued (the old layout's still there included)."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            queued, legacy = pipe.get(self.key("queued")).zcard(self.key("queue")).execute()
+        return int(queued or 0) + int(legacy)
 
     def inflight_payloads(self) -> list[bytes]:
         """Every shard's in-flight requests (for inspection and tests)."""
@@ -267,9 +265,11 @@ class Frontier:
         return {member.decode(): json.loads(raw) for member, raw in self.redis.hgetall(self.key("progress")).items()}
 
     def delete(self) -> None:
+        """Drop every key; UNLINK, so Redis frees a big queue or seen-set on a thread of its own, not while it serves
+        everyone else."""
         members = [m.decode() for m in self.redis.smembers(self.key("members"))]
         per_shard = [self.mine(name, m) for m in members for name in PER_SHARD]
-        self.redis.delete(*[self.key(name) for name in SHARED], *per_shard)
+        self.redis.unlink(*[self.key(name) for name in SHARED], *per_shard)
 
     def end(self) -> None:
         """Delete the frontier and leave a small marker (for a day), so a shard starting late does not crawl anew."""

@@ -2,7 +2,7 @@ from django.db import migrations
 
 
 def create_periodic_tasks(apps, schema_editor):
-    from crawls.periodic import periodic_tasks_ensure
+    from project.periodic import periodic_tasks_ensure
 
     periodic_tasks_ensure(
         apps.get_model("django_celery_beat", "PeriodicTask"), apps.get_model("django_celery_beat", "IntervalSchedule")

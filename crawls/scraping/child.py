@@ -147,8 +147,8 @@ class CrawlServer:
             self._arm_idle()
 
     def _forward_log(self, *, level: str) -> None:
-        """The crawl's log records go to the worker, which writes them into the job's log (ops.logcapture)."""
-        from ops.logcapture import job_log_level, log_handler_installed
+        """The crawl's log records go to the worker, which writes them into the job's log (crawls.logcapture)."""
+        from crawls.logcapture import job_log_level, log_handler_installed
 
         self.log_scope.enter_context(log_handler_installed(LogForwarder(self, job=self.job)))
         job_log_level(level=level)

@@ -26,7 +26,7 @@ from typing import Any
 
 from scrapy import Spider
 from scrapy.crawler import Crawler, CrawlerRunner
-from scrapy.settings import BaseSettings, Settings
+from scrapy.settings import BaseSettings, Settings, default_settings
 from scrapy.statscollectors import MemoryStatsCollector
 
 from crawls.scraping.handoff import HANDOFF, HANDOFF_ORDER, with_item_handoff
@@ -36,9 +36,16 @@ ENFORCED_PRIORITY = 10**6  # above every priority Scrapy names ('cmdline' is 40)
 # Never overridable: the telnet console and remote control open ports that can run code. AutoThrottle adapts each
 # process's delay to what that process alone sees, on top of the cluster-wide buckets and their adaptive controller
 # (which see every worker): two controllers fighting over one site, the per-process one blind to the others' load.
+# Scrapy imports every extension of EXTENSIONS_BASE before it asks whether it is on: the two consoles are left out of
+# it, so their code never enters a crawling process (the remote control's brings aiohttp's server, ~8 MiB of each
+# crawl pool process: bench/README.md, "A lighter worker").
+LEFT_OUT_EXTENSIONS = ("scrapy.extensions.telnet.TelnetConsole", "scrapy.extensions.remote_control.RemoteControl")
 ENFORCED = {
     "TELNETCONSOLE_ENABLED": False,
     "REMOTE_CONTROL_ENABLED": False,
+    "EXTENSIONS_BASE": {
+        path: order for path, order in default_settings.EXTENSIONS_BASE.items() if path not in LEFT_OUT_EXTENSIONS
+    },
     "AUTOTHROTTLE_ENABLED": False,
     "DOWNLOADER_STATS": True,  # DownloaderStats counts the status codes a job's outcome is decided on
 }

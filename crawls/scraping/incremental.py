@@ -30,6 +30,7 @@ from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
 from scrapy.settings import BaseSettings
 
+from project.knobs import trawl_setting
 from project.redis import redis_client
 
 SCOPE_SETTING = "TRAWL_INCREMENTAL_SCOPE"  # the Redis key prefix of this crawl's cache; set by the runner
@@ -158,7 +159,7 @@ class IncrementalCacheMiddleware(HttpCacheMiddleware):
         storage = RedisCacheStorage(
             redis_url=django_settings.REDIS_URL,
             scope=settings.get(SCOPE_SETTING),
-            ttl=int(settings.get("TRAWL_INCREMENTAL_TTL", django_settings.TRAWL_INCREMENTAL_TTL)),
+            ttl=int(trawl_setting(settings, "TRAWL_INCREMENTAL_TTL")),
         )
         middleware = cls(storage=storage, policy=AlwaysRevalidatePolicy(settings), stats=crawler.stats)
         middleware.crawler = crawler

@@ -13,6 +13,7 @@ from typing import Any
 from scrapy.crawler import Crawler
 
 from crawls.scraping.incremental import SCOPE_SETTING, incremental_on
+from project.knobs import trawl_setting
 from project.redis import redis_client
 
 
@@ -39,7 +40,7 @@ class LastmodMemory:
 
         if not incremental_on(crawler.settings):
             return None
-        ttl = int(crawler.settings.get("TRAWL_INCREMENTAL_TTL", django_settings.TRAWL_INCREMENTAL_TTL))
+        ttl = int(trawl_setting(crawler.settings, "TRAWL_INCREMENTAL_TTL"))
         key = f"{crawler.settings.get(SCOPE_SETTING)}:lastmod"
         return cls(redis_url=django_settings.REDIS_URL, key=key, ttl=ttl)
 

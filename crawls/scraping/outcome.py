@@ -17,7 +17,8 @@ BLOCKING_STATUSES = {403, 429}
 class CrawlVerdict:
     error_class: str  # "" when the job succeeded
     message: str = ""
-    alerts: list[dict[str, Any]] = field(default_factory=list)  # monitor breaches (ops.monitoring), stored at the end
+    # monitor breaches (crawls.services.monitoring), stored at the end
+    alerts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import Any
 
 import redis
@@ -19,7 +20,9 @@ COMMIT_RETRY_MAX_PAUSE = 2.0  # seconds between tries of a commit while Redis is
 
 async def commit_patiently(frontier: Frontier, client: Any, *, stats: Any, **batch: Any) -> Committed | None:
     """`frontier.commit_async(client, **batch)`, tried again while Redis is away for TRAWL_INFRA_PATIENCE_SECONDS (the
-    crawl goes on meanwhile, the requests done still held); None once it gave up: the crawl must stop."""
+    crawl goes on meanwhile, the requests done still held); None once it gave up: the crawl must stop. Every try
+    carries the same token: a try that Redis applied but whose reply was lost is not applied again by the next."""
+    batch.setdefault("token", uuid.uuid4().bytes)
     give_up, pause = time.monotonic() + django_settings.TRAWL_INFRA_PATIENCE_SECONDS, 0.2
     while True:
         try:

@@ -116,9 +116,19 @@ def _nudge(crawler: Crawler) -> None:
     wake_engine(crawler)
 
 
+_stopping: set[Any] = set()  # stops under way, each kept alive until it is done
+
+
 @crochet.run_in_reactor
-def _stop(crawler: Crawler):
-    return deferred_from_coro(crawler.stop_async())
+def _stop(crawler: Crawler) -> None:
+    """Ask the crawler to stop, and return at once: the crawl's own Deferred says when its engine has closed. The
+    stop's Deferred is not handed to crochet: its callers drop the EventualResult, and crochet logs one dropped before
+    its Deferred fires as an unhandled error, even a success (Twisted's `err(None)` raises NoCurrentExceptionError in
+    the reactor, a CRITICAL line in the job's log after the job ended)."""
+    stopping = deferred_from_coro(crawler.stop_async())
+    _stopping.add(stopping)
+    stopping.addErrback(lambda failure: logger.warning("stopping the crawl failed: %s", failure_report(failure)))
+    stopping.addBoth(lambda _: _stopping.discard(stopping))
 
 
 def _stats_copy(crawler: Crawler) -> dict[str, Any]:

@@ -83,11 +83,13 @@ def _import_components(*, spiders: bool) -> None:
     from scrapy.settings import Settings
     from scrapy.utils.misc import load_object
 
+    from crawls.scraping.enforced import ENFORCED
     from crawls.scraping.handoff import with_item_handoff
     from crawls.scraping.settings import with_schemes, with_trawl_components
     from crawls.services.shards import DUPEFILTER, SCHEDULER
 
-    base = with_schemes(with_trawl_components(dict(django_settings.TRAWL_SCRAPY_SETTINGS)))  # as every crawl has them
+    # As every crawl has them: Trawl's components, the enforced settings, the allowed schemes' handlers.
+    base = with_schemes({**with_trawl_components(dict(django_settings.TRAWL_SCRAPY_SETTINGS)), **ENFORCED})
     settings = Settings({**with_item_handoff(base), "SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER})
     paths: list[Any] = [settings[name] for name in (*CLASS_SETTINGS, "SCHEDULER", "DUPEFILTER_CLASS")]
     paths += settings.getwithbase("DOWNLOAD_HANDLERS").values()

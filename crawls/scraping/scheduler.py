@@ -29,9 +29,8 @@ from typing import Any
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import DontCloseSpider
-from scrapy.utils.request import request_from_dict
 
-from crawls.frontier import Frontier, FrontierEnded, FrontierLost, async_binary_redis
+from crawls.frontier import Frontier, FrontierEnded, FrontierLost, async_binary_redis, bounded, codec
 from crawls.scraping.dupefilter import FrontierDupeFilter, frontier_for
 from crawls.scraping.engine_hooks import on_request_finished, poke_engine_later, store_wanted, wake_engine
 from crawls.scraping.handoff import HANDOFF, handoff_missing, item_passed
@@ -44,8 +43,11 @@ logger = logging.getLogger("trawl.frontier")
 IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
 # Requests this shard queued, kept as objects until it takes them back (most of a shard's requests are its own), so
 # taking one costs no unpickling: as Scrapy's memory queue does, it gets back the object it queued. Beyond this many
-# (the oldest go first), or when another shard or attempt takes them, they are rebuilt from Redis.
-REQUESTS_KEPT_MAX = 10_000
+# (the oldest go first), or when another shard or attempt takes them, they are rebuilt from Redis. ~1.7 KB each.
+REQUESTS_KEPT_MAX = 5_000
+# Fingerprints this shard remembers seeing (~150 B each; the least recently met go first, to be asked of Redis again).
+# With REQUESTS_KEPT_MAX, what keeps a million-page crawl's process within 50 MiB of growth (bench/frontier_memory.py).
+KNOWN_MAX = 50_000
 # Names other modules import from here: the DUPEFILTER_CLASS setting names this module, the runner and the child wake
 # the engine and listen for store_wanted.
 __all__ = ("FrontierDupeFilter", "FrontierScheduler", "frontier_for", "store_wanted", "wake_engine")
@@ -83,9 +85,9 @@ class FrontierScheduler(BaseScheduler):
         self.leave = ""  # "done" / "last" once this shard left the job
         self.poke: Any = None  # the pending call that wakes an idle engine
         self.due_call: Any = None  # the pending call that looks for kept-back requests when the next is due
-        # Fingerprints this shard knows are in the seen-set (it only grows): most links point at pages already
-        # seen, and those are dropped here without a round trip to Redis.
-        self.known: set[bytes] = set()
+        # Fingerprints this shard knows are in the seen-set: most links point at pages already seen, and those are
+        # dropped here without a round trip to Redis (at most KNOWN_MAX: Redis stays the source of truth).
+        self.known = bounded.RecentSet(KNOWN_MAX)
         # Whether the queue may hold requests. The engine asks very often; a wrong "no" only sends it to the idle
         # check, which asks Redis (Frontier.try_finish) and wakes the engine again if there is work.
         self.maybe_pending = True
@@ -135,7 +137,7 @@ class FrontierScheduler(BaseScheduler):
             self.known.add(fingerprint)
         delay = float(request.meta.pop(DELAY_META, 0) or 0)  # once: a copy of this request is not kept back again
         try:
-            payload = pickle.dumps(request.to_dict(spider=self.spider), protocol=pickle.HIGHEST_PROTOCOL)
+            payload = codec.encode(request, self.spider)
         except (ValueError, TypeError, AttributeError, pickle.PicklingError) as exc:
             if fingerprint is not None and self.frontier.seen(fingerprint):
                 self.df.log(request, self.spider)
@@ -253,7 +255,7 @@ class FrontierScheduler(BaseScheduler):
         payload = Frontier.payload(member)
         request = self.kept.pop(payload, None)
         if request is None or request in self.held:  # a callback queued its own request again: a second object
-            request = request_from_dict(pickle.loads(payload), spider=self.spider)
+            request = codec.decode(payload, self.spider)
         self.held[request] = member
         self.stats.inc_value("scheduler/dequeued/redis")
         self.stats.inc_value("scheduler/dequeued")

@@ -29,10 +29,11 @@ logger = logging.getLogger(__name__)
 SCHEMES_SETTING = "TRAWL_ALLOWED_SCHEMES"
 WEB_SCHEMES = ("http", "https")
 # The handlers of the two schemes every crawl may use: the one place they are named.
-# Requests it renders go through Chromium (crawls/scraping/rendering/handler.py); the others connect through the
-# crawl's resolver, to the addresses the guard checked (crawls/scraping/resolver.py).
+# Requests it renders go through Chromium (crawls/scraping/rendering/dispatch.py builds the rendering handler when a
+# crawl first renders); the others connect through the crawl's resolver, to the addresses the guard checked
+# (crawls/scraping/resolver.py).
 HTTP_DOWNLOAD_HANDLERS = {
-    scheme: "crawls.scraping.rendering.handler.RenderingDownloadHandler" for scheme in ("http", "https")
+    scheme: "crawls.scraping.rendering.dispatch.RenderOnDemandDownloadHandler" for scheme in ("http", "https")
 }
 GATE = "crawls.scraping.schemes.SchemeGate"
 GATE_ORDER = -(10**9)  # before every other downloader middleware, Scrapy's and a version's

@@ -1,7 +1,7 @@
 """Scrapy extensions that watch a running crawl: stall detection, the error-rate monitor, field coverage.
 
-They stop a crawl by closing the spider with their own finish reason; ops.monitoring turns those reasons into the
-job's error class (`stalled`, `monitor`).
+They stop a crawl by closing the spider with their own finish reason; crawls.services.monitoring turns those reasons
+into the job's error class (`stalled`, `monitor`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import logging
 import time
 from typing import Any
 
-from django.conf import settings
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import deferred_from_coro
@@ -18,8 +17,9 @@ from twisted.internet.task import LoopingCall
 
 from crawls.scraping.handoff import item_passed
 from crawls.scraping.outcome import job_stats
-from ops.monitors import error_rate, monitors_parse
 from project.errors import TrawlError
+from project.knobs import trawl_setting
+from registry.monitors import error_rate, monitors_parse
 
 logger = logging.getLogger("trawl.watchdogs")
 STALLED_REASON = "trawl_stalled"
@@ -85,7 +85,7 @@ class StallWatchdog(_Periodic):
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> StallWatchdog:
-        return cls(crawler, seconds=crawler.settings.getfloat("TRAWL_STALL_SECONDS", settings.TRAWL_STALL_SECONDS))
+        return cls(crawler, seconds=float(trawl_setting(crawler.settings, "TRAWL_STALL_SECONDS")))
 
     def opened(self, spider: Any) -> None:
         self.last_activity = time.monotonic()
@@ -126,7 +126,7 @@ class ErrorRateWatchdog(_Periodic):
             raise NotConfigured(exc.message) from None
         if monitor is None:
             raise NotConfigured  # off by design (no max_error_rate monitor): no message, so no WARNING per job
-        min_requests = crawler.settings.getint("TRAWL_MONITOR_MIN_REQUESTS", settings.TRAWL_MONITOR_MIN_REQUESTS)
+        min_requests = int(trawl_setting(crawler.settings, "TRAWL_MONITOR_MIN_REQUESTS"))
         return cls(crawler, max_rate=float(monitor.value), min_requests=min_requests)
 
     def response_received(self, *args: Any, **kwargs: Any) -> None:

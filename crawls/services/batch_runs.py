@@ -15,11 +15,11 @@ from django.db import transaction
 from django.db.models import Case, Count, Value, When
 from django.utils import timezone
 
-from callbacks.services import batch_event_emit
 from crawls.cancel import cancel_requested_batch
 from crawls.models import ACTIVE_STATUSES, FINAL_STATUSES, Batch, BatchStatus, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_batch_chord, publish_batch_launch
 from crawls.services.lifecycle import jobs_end
+from crawls.webhooks import batch_event_emit
 
 logger = logging.getLogger("trawl.batches")
 

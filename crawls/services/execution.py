@@ -15,7 +15,9 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
+from crawls import hooks
 from crawls.cancel import cancel_requested
+from crawls.logcapture import job_log_capture, job_log_flush, job_log_level
 from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.scraping.children import PackageUnavailable
 from crawls.scraping.outcome import classify, job_stats
@@ -27,16 +29,14 @@ from crawls.services.ingestion import ItemIngest
 from crawls.services.jobs import job_claim_fair
 from crawls.services.lifecycle import job_end, job_requeue, shard_join
 from crawls.services.liveness import DATABASE_UNAVAILABLE, CrawlTick, database_reconnect, heartbeat_kept
+from crawls.services.monitoring import job_monitors, job_outcome_monitored
 from crawls.services.screenshots import job_screenshots_store
 from crawls.services.shards import Shard
 from crawls.shutdown import crawling
 from crawls.timeouts import job_timeout
-from ops.logcapture import job_log_capture, job_log_flush, job_log_level
-from ops.monitoring import job_monitors, job_outcome_monitored
 from project.errors import InfrastructureUnavailable, TrawlError
 from registry.services import version_route
 from registry.spiders import SpiderImportError, spider_load
-from sources.services.children import source_crawl_extras
 
 logger = logging.getLogger("trawl.jobs")
 # Trawl's own database or Redis being unreachable or restarting: requeue the job, never blame the site.
@@ -163,7 +163,8 @@ def _outcome(
 ) -> dict[str, Any]:
     """The crawl's verdict (error class, then watchdogs and monitors), and the job's end with it."""
     discovered = list(ingest.discovered.values())
-    stats.update(source_crawl_extras(job=job, discovered=discovered, scrapy_stats=crawl.stats))
+    for receiver in hooks.CRAWL_FINISHED:  # sources: links discovered, sources created, Retry-After
+        stats.update(receiver(job=job, discovered=discovered, scrapy_stats=crawl.stats))
     verdict = classify(
         stats=stats,
         stopped_because=crawl.stopped_because,

@@ -2,8 +2,8 @@
 
 The source's feedback (next run, interval, last stats) commits with the final state, so whoever sees the job ended
 sees its source's next run booked. Once that commits, the same follow-ups run every time: the version's rollback
-check, the webhook, the monitor alerts, the counters, the frontier's cleanup and the batch's end. One failing never
-undoes the end nor skips the others.
+check, the webhook, the frontier's cleanup, what ops subscribed (crawls.hooks: monitor alerts, counters) and the
+batch's end. One failing never undoes the end nor skips the others.
 """
 
 from __future__ import annotations
@@ -14,14 +14,12 @@ from typing import Any
 
 from django.db import transaction
 
-from callbacks.services import job_event_emit
+from crawls import hooks
 from crawls.frontier import frontier_delete
 from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.publish import publish_batch_finalize
-from ops.alerts import job_alert_emit
-from ops.services import job_finished_record
+from crawls.webhooks import job_event_emit
 from registry.services import version_rollback_check
-from sources.services.feedback import source_job_feedback
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -30,7 +28,7 @@ def jobs_followups(*, jobs: Iterable[CrawlJob]) -> None:
     """What follows every final state, once it is committed. One follow-up failing never skips the others."""
     batch_ids = set()
     for job in jobs:
-        for followup in JOB_FOLLOWUPS:
+        for followup in (*JOB_FOLLOWUPS, *hooks.JOB_ENDED):
             _guarded(followup, job)
         if job.batch_id:
             batch_ids.add(job.batch_id)
@@ -39,15 +37,19 @@ def jobs_followups(*, jobs: Iterable[CrawlJob]) -> None:
 
 
 def source_feedback(job: CrawlJob) -> None:
-    """The one follow-up inside the end's transaction: it commits with the final state, or (a savepoint) alone
-    rolls back, leaving the end and the other follow-ups be."""
-    _guarded(_source_feedback, job)
+    """The follow-ups inside the end's transaction (sources' feedback, subscribed to crawls.hooks.JOB_ENDING): each
+    commits with the final state, or (a savepoint) alone rolls back, leaving the end and the other follow-ups be."""
+    for receiver in hooks.JOB_ENDING:
+        _guarded(_in_savepoint(receiver), job)
 
 
-def _source_feedback(job: CrawlJob) -> None:
-    if job.source_id:
+def _in_savepoint(receiver: Callable[[CrawlJob], None]) -> Callable[[CrawlJob], None]:
+    def run(job: CrawlJob) -> None:
         with transaction.atomic():
-            source_job_feedback(job=job)
+            receiver(job)
+
+    run.__name__ = receiver.__name__
+    return run
 
 
 def rollback_check(job: CrawlJob) -> None:
@@ -57,16 +59,6 @@ def rollback_check(job: CrawlJob) -> None:
 def webhook(job: CrawlJob) -> None:
     if job.callback_url:
         job_event_emit(job=job)
-
-
-def alert(job: CrawlJob) -> None:
-    """One signed `job.alert` per receiver for the monitor breaches the end stored (ops.monitoring found them)."""
-    if job.alerts:
-        job_alert_emit(job=job)
-
-
-def counters(job: CrawlJob) -> None:
-    job_finished_record(job=job)
 
 
 def frontier_cleanup(job: CrawlJob) -> None:
@@ -83,10 +75,8 @@ def batch_end_if_done(batch_id: object) -> None:
 JOB_FOLLOWUPS: tuple[Callable[[CrawlJob], None], ...] = (
     rollback_check,
     webhook,
-    alert,
-    counters,
     frontier_cleanup,
-)
+)  # then the receivers of crawls.hooks.JOB_ENDED: ops' alerts and counters (ops/apps.py)
 
 
 def _guarded(followup: Callable[[Any], None], subject: Any) -> None:

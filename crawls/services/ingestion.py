@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from access.tenancy import job_tenant_id
+from crawls.frontier.bounded import RecentSet
 from crawls.models import CrawlJob
 from crawls.scraping.discovery import is_discovered
 from crawls.scraping.outcome import job_stats
@@ -25,6 +26,9 @@ from items.ingestion import Ingestion
 from items.services import item_fingerprint, items_upsert
 
 SCRAPY_STATS_SECONDS = 0.5  # how often a frontier crawl reads Scrapy's stats to record with its stored items
+# Item fingerprints a crawl remembers having counted. One forgotten and met again is upserted again (unchanged) and
+# counted twice; never the other way round: an item is not dropped as seen when it was not.
+ITEMS_SEEN_MAX = 100_000
 
 
 class ItemIngest:
@@ -36,7 +40,7 @@ class ItemIngest:
         self.ingestion = Ingestion.for_job(job)  # the version's item schema: invalid items never reach the upsert
         self.tenant_id = job_tenant_id(job)  # whose items these are: looked up once, not for every chunk
         self.counts: Counter = Counter()
-        self.seen: set[str] = set()
+        self.seen = RecentSet(ITEMS_SEEN_MAX)
         self.discovered: dict[str, dict[str, Any]] = {}  # links reported with `discovered(url)`, by URL
         self.pending: list[dict[str, Any]] = []  # drained but not written yet (the database refused them)
         self.pending_drained = 0  # how many drained items `pending` stands for (the frontier's write-ahead count)

@@ -8,6 +8,7 @@ from typing import Any
 
 import redis
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from access.models import Requester
@@ -17,7 +18,6 @@ from crawls.models import ACTIVE_STATUSES, CrawlJob, ErrorClass, JobStatus
 from crawls.services.lifecycle import job_claim, job_end, jobs_create_many
 from crawls.services.validation import JobSpecsInvalid
 from project.errors import TrawlError
-from sources.models import Source
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -32,7 +32,7 @@ def job_create(
     requester: Requester | None = None,
     callback_url: str = "",
     options: dict[str, Any] | None = None,
-    source: Source | None = None,
+    source: Model | None = None,  # a sources.Source: crawls sits below sources and does not import it
     parallelism: int = 1,
 ) -> CrawlJob:
     """Validate a job request, store it queued and publish it once the transaction commits. Raises TrawlError

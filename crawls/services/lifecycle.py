@@ -24,11 +24,11 @@ from django.utils import timezone
 
 from access.models import Requester
 from crawls.fairshare import jobs_admit
+from crawls.logcapture import job_log_flush
 from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl, publish_crawls
 from crawls.services.followups import jobs_followups, source_feedback
 from crawls.services.validation import JobSpecsInvalid, SpecChecker
-from ops.logcapture import job_log_flush
 from project.redis import get_redis, hash_tag, redis_key
 from registry.models import Scraper
 
@@ -156,7 +156,7 @@ def job_end(
     expected_status: str = JobStatus.RUNNING,
 ) -> CrawlJob | None:
     """End the job if it is still in `expected_status` at `job.attempt`; None if someone else got there first.
-    `alerts`: the monitor breaches its crawl found (ops.monitoring), stored with the final state."""
+    `alerts`: the monitor breaches its crawl found (crawls.services.monitoring), stored with the final state."""
     job_log_flush()  # this process may be running the job: its log readable before its final status is
     ended = jobs_end(
         jobs=CrawlJob.objects.filter(pk=job.pk, attempt=job.attempt),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from crawls.models import CrawlJob
 from items.ingestion.schema import ItemSchema, item_clean
+
+if TYPE_CHECKING:
+    from crawls.models import CrawlJob  # annotations only: items sits below crawls
 
 
 def job_schema(job: CrawlJob) -> ItemSchema | None:

@@ -17,12 +17,12 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import transaction
 
-from crawls.models import CrawlJob, JobStatus
-from crawls.publish import publish_package_build, publish_packages_prune
+from registry import hooks
 from registry.cache import registry_changed
 from registry.errors import RegistryError
 from registry.models import Package, Scraper, ScraperVersion, Variant
 from registry.packages.wheels import WheelInfo, spider_problem, wheel_inspect, wheel_read
+from registry.publish import publish_package_build
 from registry.services.versions import version_create
 
 logger = logging.getLogger("trawl.packages")
@@ -104,15 +104,5 @@ def packages_unused(sha256s: Iterable[str]) -> set[str]:
             "package__sha256", flat=True
         )
     )
-    running = CrawlJob.objects.filter(version__package__sha256__in=sha256s, status=JobStatus.RUNNING)
-    needed.update(running.values_list("version__package__sha256", flat=True))
+    needed.update(hooks.job_facts().packages_running(sha256s))
     return sha256s - needed
-
-
-def packages_prune_everywhere() -> None:
-    """Ask every worker to drop the environments nobody needs (after a deprecation). Best effort: each worker also
-    prunes when it starts and when a package's last child exits."""
-    try:
-        publish_packages_prune()
-    except Exception as exc:  # robust: a broker hiccup must not fail the deprecation that already committed
-        logger.warning("package prune not broadcast: %s", exc)

@@ -17,8 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from registry.cache import registry_changed
+from registry.hooks import job_facts
 from registry.models import ScraperVersion, Variant
-from registry.selectors import VersionOutcome, failure_counts, stable_reference
+from registry.outcomes import VersionOutcome
+from registry.selectors import stable_reference
 
 logger = logging.getLogger("trawl.registry")
 
@@ -75,13 +77,13 @@ def version_judge(*, version: ScraperVersion) -> RollbackVerdict:
     policy = Policy.for_scraper(version.scraper.settings or {})
     since = version.rollout_started_at or version.created_at
     stable = stable_reference(scraper=version.scraper)
-    candidate = failure_counts(version=version, since=since)
+    candidate = job_facts().failure_counts(version=version, since=since)
     baseline = VersionOutcome()
     if stable is not None and stable.pk != version.pk:
-        baseline = failure_counts(version=stable, since=since)
+        baseline = job_facts().failure_counts(version=stable, since=since)
         if not baseline.jobs:
             # Stable ran nothing meanwhile (all traffic on the candidate?): its recent record, as many jobs as either.
-            baseline = failure_counts(version=stable, last=max(policy.min_jobs, candidate.jobs))
+            baseline = job_facts().failure_counts(version=stable, last=max(policy.min_jobs, candidate.jobs))
     return RollbackVerdict(candidate=candidate, stable=stable, baseline=baseline, policy=policy)
 
 

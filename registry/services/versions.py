@@ -116,7 +116,7 @@ def version_deprecate(*, version: ScraperVersion) -> ScraperVersion:
     versions_save(scraper=version.scraper, versions=[version], fields=["deprecated_at", "traffic_pct", "is_default"])
     if version.package_id:
         # Imported here: the packages module builds on versions_save. Its machines may now drop the environment.
-        from registry.services.packages import packages_prune_everywhere
+        from registry.publish import packages_prune_everywhere
 
         transaction.on_commit(packages_prune_everywhere, robust=True)
     return version

@@ -13,12 +13,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from django.conf import settings
 
 from project.celery import app
+from tests.sites import ServedSite
 from tests.workers import BASE_DIR, Worker, test_database_url, workers_running
 
 QUEUES = ("crawls", "control", "callbacks")
@@ -48,7 +49,7 @@ class Received:
         return self.headers.get("X-Trawl-Event", "")
 
 
-class Receiver:
+class Receiver(ServedSite):
     """A webhook receiver on 127.0.0.1 recording every POST. Answers the scripted status codes first, then 200."""
 
     def __init__(self, *, script: Iterable[int] = (), default: int = 200) -> None:
@@ -72,13 +73,7 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        super().__init__(Handler, path="/hook")
 
     def events(self, event: str | None = None) -> list[Received]:
         with self.lock:
@@ -92,14 +87,6 @@ class Receiver:
             time.sleep(0.1)
         seen = [(item.event, item.answered) for item in self.events()]
         raise AssertionError(f"receiver: {why or 'condition'} not met within {timeout}s; received {seen}")
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @contextlib.contextmanager
@@ -211,7 +198,7 @@ def sweepers_every(seconds: int) -> None:
     """Create beat's periodic tasks (a transactional test flushed them) and run the sweepers every `seconds`."""
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    from crawls.periodic import periodic_tasks_ensure
+    from project.periodic import periodic_tasks_ensure
 
     periodic_tasks_ensure()
     interval, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)

@@ -9,9 +9,9 @@ import pytest
 from django.utils import timezone
 
 from callbacks.models import Delivery, DeliveryStatus
+from callbacks.publish import DELIVER
 from callbacks.services import backoff_seconds, deliveries_sweep, delivery_attempt, delivery_redeliver, event_emit
 from callbacks.signing import signature_verify
-from crawls.publish import DELIVER
 from tests.callbacks.harness import Receiver
 
 pytestmark = pytest.mark.django_db

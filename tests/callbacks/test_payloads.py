@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 
 from callbacks.models import Delivery
-from callbacks.payloads import batch_data, body_bytes, job_data, job_event_type
-from callbacks.services import batch_event_emit, job_event_emit
+from callbacks.payloads import body_bytes
 from crawls.models import Batch, CrawlJob
+from crawls.webhooks import batch_data, batch_event_emit, job_data, job_event_emit, job_event_type
 from registry.models import Scraper, ScraperVersion
 
 pytestmark = pytest.mark.django_db

@@ -5,16 +5,16 @@ server (TRAWL_DNS_SERVERS), and a self-signed certificate the test makes the cli
 from __future__ import annotations
 
 import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from callbacks.transport import post_signed
 from tests.security.nameserver import NameServer, self_signed
+from tests.sites import ServedSite
 
 
-class TLSReceiver:
+class TLSReceiver(ServedSite):
     """An https server on 127.0.0.2 that records the SNI of every handshake and the path of every POST."""
 
     def __init__(self, cert: str, key: str) -> None:
@@ -35,22 +35,8 @@ class TLSReceiver:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         context.sni_callback = lambda _sock, name, _ctx: self.server_names.append(name)
-        self.server = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+        super().__init__(Handler, host="127.0.0.2")
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self.server.server_address[1]
-
-    def __enter__(self) -> TLSReceiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from catalog.classifiers import LexicalClassifier
 from catalog.models import Category, CategoryMap, MapStatus
 from catalog.services import category_map_confirm, category_maps_auto
 from crawls.models import CrawlJob
-from crawls.periodic import PERIODIC_TASKS, periodic_tasks_ensure
 from items.models import Item
 from items.services import items_upsert
+from project.periodic import PERIODIC_TASKS, periodic_tasks_ensure
 from registry.models import Scraper
 
 pytestmark = pytest.mark.django_db
@@ -147,7 +147,7 @@ def test_mapping_a_name_reads_the_indexed_column_not_every_items_json(categories
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from catalog.services import items_categorize
+    from items.services import items_categorize
 
     crawl([{"url": "http://shop.test/9", "category": MUGS}])
     with CaptureQueriesContext(connection) as captured:

@@ -38,7 +38,7 @@ def schema_and_schedule() -> None:
     """Migrate the private database; beat's tasks: the reaper, sweepers and source dispatcher, nothing else."""
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    from crawls.periodic import periodic_tasks_ensure
+    from project.periodic import periodic_tasks_ensure
     from registry.builtins import builtins_ensure
 
     call_command("migrate", verbosity=0)

@@ -60,7 +60,7 @@ def test_redis_restarted_under_a_fast_crawl_leaves_every_process_up_and_loses_no
         with app.connection_for_write(redis.url) as connection:
             return work.apply_async(connection=connection, **options)
 
-    monkeypatch.setattr("crawls.publish.send", publish_to_private_redis)
+    monkeypatch.setattr("project.messages.send", publish_to_private_redis)
     reaper_every(1)
     ops = PrivateWorker(queues="control,callbacks", concurrency=1, broker_url=redis.url, log_dir=tmp_path)
     crawler = PrivateWorker(queues="crawls", concurrency=2, broker_url=redis.url, log_dir=tmp_path)

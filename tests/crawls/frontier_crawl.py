@@ -26,6 +26,34 @@ def link_crawl(url: str, *, on_tick: Callable[[Any], str], tick_seconds: float) 
     return crawl
 
 
+def job_link_crawl(url: str) -> Any:
+    """The `link` spider from `url`, one level deep, with a job's own Scrapy settings (`scrapy_settings_for`) on a
+    frontier of its own, deleted after: what a pool process's crawl runs, without the job machinery. The result."""
+    import uuid
+
+    from crawls.models import CrawlJob
+    from crawls.scraping.runner import run_spider
+    from crawls.scraping.settings import scrapy_settings_for
+    from crawls.scraping.spiders.link import LinkSpider
+    from registry.models import Scraper, ScraperVersion
+
+    job_id = uuid.uuid4().hex
+    version = ScraperVersion(scraper=Scraper(name="link", settings={}), settings={}, version="1")
+    settings = scrapy_settings_for(job=CrawlJob(options={}), version=version)
+    settings.update(frontier_settings(job_id=job_id, attempt=1, shard=0), LOG_LEVEL="ERROR")
+    frontier = Frontier(job_id)
+    crawl, _ = run_spider(
+        spider_cls=LinkSpider,
+        settings=settings,
+        spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 1}, "config": {}},
+        timeout=60,
+        on_tick=storing_tick(frontier),
+        tick_seconds=0.2,
+    )
+    frontier.delete()
+    return crawl
+
+
 def frontier_crawl_settings(job: str) -> dict[str, Any]:
     return {"TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR", **frontier_settings(job_id=job, attempt=1, shard=0)}
 

@@ -9,6 +9,7 @@ from django.test import TestCase
 from django.utils import timezone
 
 from callbacks.models import Delivery
+from crawls import hooks
 from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import FINALIZE_BATCH
 from crawls.services import followups, job_cancel, job_claim
@@ -20,7 +21,8 @@ from registry.models import Scraper
 from sources.models import Source
 
 pytestmark = pytest.mark.django_db
-FOLLOWUPS = [followup.__name__ for followup in followups.JOB_FOLLOWUPS]
+# crawls' own follow-ups, then those ops subscribed to crawls.hooks (alerts, counters)
+FOLLOWUPS = [followup.__name__ for followup in (*followups.JOB_FOLLOWUPS, *hooks.JOB_ENDED)]
 
 
 @pytest.fixture
@@ -37,6 +39,7 @@ def followups_seen(monkeypatch):
         return run
 
     monkeypatch.setattr(followups, "JOB_FOLLOWUPS", tuple(watched(followup) for followup in followups.JOB_FOLLOWUPS))
+    monkeypatch.setattr(hooks, "JOB_ENDED", [watched(followup) for followup in hooks.JOB_ENDED])
     return seen
 
 
@@ -156,7 +159,7 @@ def test_a_failing_source_feedback_leaves_the_job_ended_and_the_follow_ups_run(
         Source.objects.filter(pk=job.source_id).update(schedule_note="half-written")
         raise RuntimeError("feedback bug")
 
-    monkeypatch.setattr(followups, "source_job_feedback", broken)
+    monkeypatch.setattr("sources.followups.source_job_feedback", broken)
     with TestCase.captureOnCommitCallbacks(execute=True):
         job, expected = worker_succeeds(requester)
 

@@ -69,6 +69,7 @@ def test_a_spider_gets_no_other_scheme_no_telnet_no_trawl_knob_of_its_own(compos
     assert {scheme: path for scheme, path in handlers.items() if path} == HTTP_DOWNLOAD_HANDLERS
     assert settings.getlist("TRAWL_ALLOWED_SCHEMES") == ["http", "https"]
     assert settings.getbool("TELNETCONSOLE_ENABLED") is False
+    assert "scrapy.extensions.remote_control.RemoteControl" not in settings.getwithbase("EXTENSIONS")  # never loaded
     assert settings.getbool("AUTOTHROTTLE_ENABLED") is False
     assert settings.getbool("TRAWL_GUARD_PRIVATE_TARGETS") is True
     assert settings.getlist("TRAWL_PRIVATE_TARGETS_ALLOWED") == composed["TRAWL_PRIVATE_TARGETS_ALLOWED"]

@@ -12,8 +12,8 @@ from django.utils import timezone
 from access.models import Requester
 from crawls.fairshare import step_priorities
 from crawls.models import CrawlJob, JobStatus
-from crawls.publish import broker_priority
 from crawls.services.jobs import job_claim_fair, job_create
+from project.messages import broker_priority
 from project.redis import get_redis, redis_key
 from tests.clients import client_for
 

@@ -41,8 +41,8 @@ def test_a_seen_fingerprint_is_not_queued_twice_but_unfiltered_requests_are(fron
     assert frontier.push(b"retry", fingerprint=None)
     assert frontier.pending() == 2
     assert frontier.seen(fingerprint)
-    # Compact: the seen-set holds the raw bytes, not hex.
-    assert binary_redis().smembers(frontier.key("seen")) == {fingerprint}
+    # Compact: the seen-set holds the raw bytes, not hex, bucketed by their first 12 bits (the other 10 bytes stored).
+    assert binary_redis().hgetall(frontier.key("seenbuckets")) == {b"\x00\x01": b"\x01" * 10}
 
 
 def test_in_flight_requests_stay_until_acknowledged_and_block_the_end(frontier):
@@ -141,6 +141,17 @@ def test_shards_leave_one_by_one_and_the_last_one_knows_it(frontier):
     first.renew()
     second.renew()
     assert first.try_finish() == "done"
+    assert second.try_finish() == "last"
+
+
+def test_a_shard_renewed_once_more_after_it_left_does_not_keep_the_job_from_ending(frontier):
+    """A shard's lease thread can renew just after its crawl left the job: the last shard must still be told so
+    (else every shard leaves as "done", none ends the job, and it stays running)."""
+    first, second = Frontier("test-job", attempt=1, shard=0), Frontier("test-job", attempt=1, shard=1)
+    first.renew()
+    second.renew()
+    assert first.try_finish() == "done"
+    assert first.renew() == 0  # the lease thread's late tick
     assert second.try_finish() == "last"
 
 
@@ -369,6 +380,8 @@ def test_the_lease_is_renewed_while_the_reactor_is_held_past_it(slow_chain, redi
     long callback, would): the lease never runs out, so another shard takes nothing back and no page is fetched twice.
     Renewed by the reactor, the lease ran out and the other shard reclaimed the request in flight."""
     start = 610_000
+    pages = [f"/slow/{start + n}" for n in range(13)]
+    before = [slow_chain.hits[page] for page in pages]  # tests/cluster/test_frontier.py runs this test on this site too
     env = {**os.environ, "REDIS_URL": redis_server, "TRAWL_FRONTIER_LEASE_SECONDS": "1"}
     env["TRAWL_INSTALLATION_ID"] = "frontier-lease-test"
     done = script_run(LEASE_SCRIPT, f"{slow_chain.url}/slow/{start}", "3", env=env)
@@ -381,8 +394,7 @@ def test_the_lease_is_renewed_while_the_reactor_is_held_past_it(slow_chain, redi
     assert len(report["lease_left_ms"]) >= 3  # looked at through the hold (each look waits for the reactor 0.5 s)
     assert all(left is not None and left > 0 for left in report["lease_left_ms"]), report
     assert report["reclaimed"] == 0
-    hits = [slow_chain.hits[f"/slow/{start + n}"] for n in range(13)]
-    assert hits == [1] * 13
+    assert [slow_chain.hits[page] - earlier for page, earlier in zip(pages, before, strict=True)] == [1] * 13
 
 
 LOSS_SCRIPT = """

@@ -138,9 +138,9 @@ def test_a_dispatch_pass_books_an_invalid_source_without_a_job_and_dispatches_th
     Source.objects.filter(pk=broken.pk).update(url="ftp://shop.test/broken.html")  # past the model's checks
 
     with TestCase.captureOnCommitCallbacks(execute=True):
-        jobs = sources_dispatch_due(now=now)
+        published = sources_dispatch_due(now=now)
 
     broken.refresh_from_db()
-    assert len(jobs) == 3 and not broken.jobs.exists()
+    assert published == 3 and not broken.jobs.exists()
     assert broken.next_sync_at > now and broken.schedule_note.startswith("not dispatched")
     assert crawl_queue() == 3

@@ -33,11 +33,11 @@ call_command("migrate", "throttling", verbosity=0)
 """
 
 CRAWL = """
-import json, os, pickle, sys, uuid
+import json, os, sys, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.frontier import Frontier
+from crawls.frontier import Frontier, codec
 from crawls.scraping.runner import live_stats, run_spider
 from crawls.scraping.settings import with_trawl_components
 from crawls.scraping.spiders.link import LinkSpider
@@ -65,7 +65,7 @@ crawl, _ = run_spider(
     on_tick=tick,
     tick_seconds=0.5,
 )
-held = sorted(pickle.loads(payload)["url"] for payload in frontier.inflight_payloads())
+held = sorted(codec.decode_dict(payload)["url"] for payload in frontier.inflight_payloads())
 stats = crawl.stats
 print(json.dumps({
     "reason": crawl.finish_reason,

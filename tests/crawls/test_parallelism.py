@@ -133,9 +133,9 @@ def test_a_shard_leaving_to_the_last_one_has_written_its_whole_log_before_its_fi
     """The last shard ends the job once every shard's final numbers are in: by then the others' logs are readable."""
     import logging
 
+    from crawls.joblog import job_log_lines
+    from crawls.logcapture import job_log_capture
     from crawls.services.execution import shard_leave
-    from ops.joblog import job_log_lines
-    from ops.logcapture import job_log_capture
 
     settings.TRAWL_JOB_LOG_FLUSH_SECONDS = 3600  # only an explicit flush writes the log during this test
     job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()

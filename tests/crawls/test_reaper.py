@@ -131,7 +131,7 @@ def test_queued_jobs_never_claimed_are_republished_once_per_grace_with_the_same_
 def test_the_reaper_is_a_periodic_task_at_its_setting(settings):
     from django_celery_beat.models import PeriodicTask
 
-    from crawls.periodic import periodic_tasks_ensure
+    from project.periodic import periodic_tasks_ensure
 
     PeriodicTask.objects.filter(name="reap-dead-jobs").delete()
     settings.TRAWL_REAPER_INTERVAL_SECONDS = 7

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from crawls.scraping.rendering.handler import render_wanted
+from crawls.scraping.rendering.dispatch import render_wanted
 from crawls.scraping.rendering.subrequests import SubrequestRule
 from crawls.scraping.resolver import CrawlResolver
 
@@ -53,3 +53,29 @@ def test_a_guarded_crawls_rendered_pages_reach_public_or_allow_listed_addresses_
     assert "private, loopback" in refusal(checked, "http://169.254.169.254/latest/meta-data/")
     assert refusal(checked, "http://127.0.0.2:8000/page") == ""
     assert refusal(checked, "http://8.8.8.8/") == ""
+
+
+class FrozenBrowser:
+    """What a rendering handler looks like to the crawl when Chromium stopped answering: a download never ends."""
+
+    async def download_request(self, request):
+        await asyncio.Event().wait()
+
+
+def test_a_rendered_download_chromium_never_answers_ends_as_a_download_timeout(monkeypatch):
+    """Bounded: twice TRAWL_RENDER_TIMEOUT plus RENDER_SLACK_SECONDS (60 s at the defaults; shrunk here, the
+    mechanism), then the request fails as a timeout Scrapy retries, instead of holding its slot and its job forever."""
+    from scrapy import Request
+    from scrapy.utils.test import get_crawler
+    from twisted.internet.error import TimeoutError as DownloadTimeout
+
+    from crawls.scraping.rendering import dispatch
+
+    monkeypatch.setattr(dispatch, "RENDER_SLACK_SECONDS", 0.1)
+    handler = dispatch.RenderOnDemandDownloadHandler.__new__(dispatch.RenderOnDemandDownloadHandler)
+    handler._crawler = get_crawler(settings_dict={"TRAWL_RENDER_TIMEOUT": 0.05})
+    handler._renderer = FrozenBrowser()
+
+    with pytest.raises(DownloadTimeout, match=r"rendering https://shop\.test/ took longer than 0 s"):
+        asyncio.run(handler._render(Request("https://shop.test/", meta={"render": True})))
+    assert handler._crawler.stats.get_value("render/deadline_passed") == 1

@@ -43,6 +43,7 @@ def test_tuned_collection_still_frees_reference_cycles_as_a_crawl_makes_them():
 
 FIRST_CRAWL = """
 import json, os, sys, uuid
+UNUSED = sys.argv[2:]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
@@ -55,35 +56,27 @@ from crawls.scraping.settings import scrapy_settings_for
 from crawls.scraping.spiders.link import LinkSpider
 from crawls.services.shards import frontier_settings
 from registry.models import Scraper, ScraperVersion
-from tests.crawls.frontier_crawl import storing_tick
+from tests.crawls.frontier_crawl import job_link_crawl  # imports nothing more than the lines above
 
-url, job_id = sys.argv[1], uuid.uuid4().hex
-version = ScraperVersion(scraper=Scraper(name="link", settings={}), settings={}, version="1")
-settings = scrapy_settings_for(job=CrawlJob(options={}), version=version)
-settings.update(frontier_settings(job_id=job_id, attempt=1, shard=0), LOG_LEVEL="ERROR")
-frontier = Frontier(job_id)
 before = set(sys.modules)
-crawl, _ = run_spider(
-    spider_cls=LinkSpider,
-    settings=settings,
-    spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 1}, "config": {}},
-    timeout=60,
-    on_tick=storing_tick(frontier),
-    tick_seconds=0.2,
-)
-frontier.delete()
-print(json.dumps({"pages": crawl.stats.get("response_received_count"), "imported": sorted(set(sys.modules) - before)}))
+crawl = job_link_crawl(sys.argv[1])
+unused = [name for name in UNUSED if name in sys.modules]
+report = {"pages": crawl.stats.get("response_received_count"), "imported": sorted(set(sys.modules) - before)}
+print(json.dumps({**report, "unused": unused}))
 """
 CRAWL_PACKAGES = ("scrapy", "twisted", "crawls", "throttling", "items", "parsel", "w3lib", "protego", "lxml")
+# Modules of extensions no crawl may turn on (telnet, remote control): a crawling process never loads them.
+UNUSED_MODULES = ("scrapy.extensions.telnet", "scrapy.extensions.remote_control", "aiohttp", "twisted.conch")
 
 
 def test_a_pool_process_s_first_crawl_imports_no_crawl_component(db, site, redis_server):
     """Scrapy imports its components when a crawl first builds them: a fresh pool process paid ~7 % of its first
     job's crawl time for that (bench/README.md). The process imports them as it starts instead."""
     env = {**os.environ, "REDIS_URL": redis_server, "DATABASE_URL": workers.test_database_url()}
-    done = script_run(FIRST_CRAWL, f"{site.url}/", env=env)
+    done = script_run(FIRST_CRAWL, f"{site.url}/", *UNUSED_MODULES, env=env)
 
     assert done.returncode == 0, done.stderr
     report = last_json_line(done)
     assert report["pages"] > 1  # it crawled
     assert [name for name in report["imported"] if name.split(".")[0] in CRAWL_PACKAGES] == []
+    assert report["unused"] == [], "the crawl loaded extensions that are always off"

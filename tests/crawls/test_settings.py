@@ -69,6 +69,16 @@ def test_telnet_and_remote_control_stay_off_whatever_a_version_says():
     assert merged["REMOTE_CONTROL_ENABLED"] is False
 
 
+def test_telnet_and_remote_control_are_left_out_not_only_switched_off():
+    """Scrapy imports an extension before it asks whether it is on: left out of EXTENSIONS_BASE, their modules (the
+    remote control's aiohttp server) are never loaded into a crawling process, whatever a version sets there."""
+    telnet, remote = "scrapy.extensions.telnet.TelnetConsole", "scrapy.extensions.remote_control.RemoteControl"
+    merged = layered(version={"EXTENSIONS_BASE": {telnet: 0, remote: 0}})
+
+    assert {telnet, remote} & set(merged["EXTENSIONS_BASE"]) == set()
+    assert "scrapy.extensions.corestats.CoreStats" in merged["EXTENSIONS_BASE"]  # Scrapy's others stay
+
+
 @override_settings(
     TRAWL_SCRAPY_EXTENSIONS={"trawl.Heartbeat": 500}, TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES={"trawl.Throttle": 600}
 )
@@ -137,8 +147,8 @@ def test_only_http_and_https_have_download_handlers_whatever_a_version_declares(
 
     handlers = merged["DOWNLOAD_HANDLERS"]
     assert {scheme: path for scheme, path in handlers.items() if path} == {
-        "http": "crawls.scraping.rendering.handler.RenderingDownloadHandler",
-        "https": "crawls.scraping.rendering.handler.RenderingDownloadHandler",
+        "http": "crawls.scraping.rendering.dispatch.RenderOnDemandDownloadHandler",
+        "https": "crawls.scraping.rendering.dispatch.RenderOnDemandDownloadHandler",
     }
     assert {"file", "gopher", "s3", "ftp", "data"} <= set(handlers)  # named, with no handler
     assert "DOWNLOAD_HANDLERS_BASE" not in merged

@@ -36,10 +36,10 @@ def main() -> None:
         if args.chunk:
             settings.TRAWL_SCHEDULING_DISPATCH_CHUNK = args.chunk
         time.sleep(max(0.0, args.start_at - time.time()))
-        jobs = sources_dispatch_due(lease=not args.no_lease)
+        print(json.dumps({"published": sources_dispatch_due(lease=not args.no_lease)}), flush=True)
     else:
         jobs = [job_create(url=args.url, priority=args.priority) for _ in range(args.count)]
-    print(json.dumps({"jobs": [str(job.pk) for job in jobs]}), flush=True)
+        print(json.dumps({"jobs": [str(job.pk) for job in jobs]}), flush=True)
 
 
 if __name__ == "__main__":

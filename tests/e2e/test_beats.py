@@ -58,7 +58,7 @@ def two_beats(private_redis, tmp_path, seconds: float) -> tuple[Counter, list[Be
 def test_two_beats_send_each_periodic_task_once_per_period(private_redis, tmp_path):
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    from crawls.periodic import PERIODIC_TASKS, periodic_tasks_ensure
+    from project.periodic import PERIODIC_TASKS, periodic_tasks_ensure
 
     periodic_tasks_ensure()
     every_3s, _ = IntervalSchedule.objects.get_or_create(every=3, period=IntervalSchedule.SECONDS)
@@ -76,7 +76,7 @@ def test_two_beats_send_each_periodic_task_once_per_period(private_redis, tmp_pa
 def test_with_the_shipped_periods_two_beats_still_send_each_task_once_per_period(private_redis, tmp_path, settings):
     from django_celery_beat.models import PeriodicTask
 
-    from crawls.periodic import PERIODIC_TASKS, periodic_tasks_ensure
+    from project.periodic import PERIODIC_TASKS, periodic_tasks_ensure
 
     periodic_tasks_ensure()  # the rows the migration creates, with Trawl's default periods
     periods = dict(PeriodicTask.objects.filter(name__in=PERIODIC_TASKS).values_list("task", "interval__every"))

@@ -84,11 +84,12 @@ def test_deploy_builds_registers_and_waits_until_a_worker_built_it(worker, shop,
 
 def test_deploy_over_http_bumps_and_rolls_out_a_canary(worker, shop, api, live_server):
     _, token = token_issue(requester_name="deployer", admin=True)
-    deploy("--scraper", "dshop", "--url", live_server.url, "--token", token, "--version", "1.4.2")
+    # --token=…: a token may start with "-", which argparse would read as an option of its own
+    deploy("--scraper", "dshop", "--url", live_server.url, f"--token={token}", "--version", "1.4.2")
 
     printed = deploy(
         "--scraper", "dshop", "--bump", "minor", "--variant", "canary", "--traffic", "10",
-        "--url", live_server.url, "--token", token,
+        "--url", live_server.url, f"--token={token}",
     )  # fmt: skip
 
     assert "dshop 1.5.0 is ready" in printed

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import pickle
 import signal
 import threading
 import time
@@ -22,10 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.conf import settings
 
-from crawls.frontier import Frontier
-from crawls.models import CrawlJob
+from crawls.frontier import Frontier, codec
+from crawls.models import CrawlJob, JobLog
 from items.models import Item
-from ops.models import JobLog
 from tests.callbacks.harness import FAST_ENV, Beat, exclusive
 from tests.e2e.test_faults import reaper_every
 from tests.workers import Worker
@@ -174,7 +172,7 @@ def wait_pages(site: TreeSite, count: int, *, timeout: float, cluster: Cluster) 
 
 def in_flight_paths(job_id) -> set[str]:
     payloads = Frontier(job_id).inflight_payloads()
-    return {"/" + pickle.loads(payload)["url"].split("/", 3)[-1] for payload in payloads}
+    return {"/" + codec.decode_dict(payload)["url"].split("/", 3)[-1] for payload in payloads}
 
 
 def crawl(api, site: TreeSite, **extra) -> str:

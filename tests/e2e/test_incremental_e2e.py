@@ -11,13 +11,14 @@ import hashlib
 import threading
 import time
 from email.utils import formatdate, parsedate_to_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from crawls.models import CrawlJob
 from project.redis import get_redis, redis_key
 from sources.services.sources import source_crawl_now, source_create
+from tests.sites import ServedSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -26,7 +27,7 @@ FILLER = "<p>" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 6
 FIELDS = {"title": "h1::text", "price": ".price::text"}
 
 
-class ValidatingSite:
+class ValidatingSite(ServedSite):
     """A shop whose pages carry ETag and Last-Modified and which answers 304 when they still hold."""
 
     def __init__(self) -> None:
@@ -52,9 +53,7 @@ class ValidatingSite:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     @staticmethod
     def product(n: int, *, price: str) -> str:
@@ -108,18 +107,10 @@ class ValidatingSite:
             self.sent, self.statuses = 0, []
         return sent, statuses
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
     def __enter__(self) -> ValidatingSite:
-        self.thread.start()
+        super().__enter__()
         self.sitemap()
         return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

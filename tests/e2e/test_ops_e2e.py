@@ -12,10 +12,9 @@ from django.core.management import call_command
 
 from callbacks.models import Delivery
 from callbacks.signing import signature_verify
-from crawls.models import CrawlJob
+from crawls.joblog import job_log_forget
+from crawls.models import CrawlJob, JobLog
 from items.models import Item
-from ops.joblog import job_log_forget
-from ops.models import JobLog
 from project.redis import get_redis, redis_key
 from registry.models import Scraper, ScraperVersion
 from sources.models import Source

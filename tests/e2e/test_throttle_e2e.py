@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from tests.callbacks.harness import exclusive
 from tests.clients import client_for
 from tests.conftest import wait_for_job
+from tests.sites import ServedSite
 from tests.throttling.test_buckets import flush_throttle_keys, most_in_any_window
 from tests.workers import Worker
 from throttling.models import DomainThrottle
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 FANOUT_LAST = 200  # /a/N links to /a/2N+1 and /a/2N+2 below this
 
 
-class StampedSite:
+class StampedSite(ServedSite):
     """`/<tree>/N` pages (two links each, a binary tree) and `/chain/N` (one link on). Stamps every arrival."""
 
     def __init__(self) -> None:
@@ -43,14 +44,8 @@ class StampedSite:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
         # By name, so its throttle rule ("localhost") touches no other test's site on 127.0.0.1.
-        return f"http://localhost:{self.server.server_address[1]}"
+        super().__init__(Handler, host="localhost")
 
     @staticmethod
     def page(path: str) -> str:
@@ -65,14 +60,6 @@ class StampedSite:
     def times(self, *, since: float = 0.0, until: float = float("inf")) -> list[float]:
         with self.lock:
             return [at for at, _ in self.arrivals if since <= at < until]
-
-    def __enter__(self) -> StampedSite:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import datetime, timedelta
 
@@ -13,6 +12,7 @@ from django.utils import timezone
 from crawls.models import CrawlJob
 from items.models import Item
 from registry.models import Scraper, ScraperVersion
+from tests.sites import ServedSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -103,12 +103,12 @@ def test_two_requesters_crawling_the_same_page_each_read_only_their_own_data(bui
 # --- the private-target guard at fetch time -----------------------------------------------------------------
 
 
-class ToPrivate:
+class ToPrivate(ServedSite):
     """A 'public' site (on 127.0.0.2, which the test lets through TRAWL_PRIVATE_TARGETS_ALLOWED) whose /go redirects
     to the private local site and whose /page links to it."""
 
     def __init__(self, private_url: str) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
@@ -128,17 +128,7 @@ class ToPrivate:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.url = f"http://127.0.0.2:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler, host="127.0.0.2")
 
 
 @pytest.fixture

@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.sites import ServedSite, send_body
 
 BROKEN_PAGES = 200
 
 
-class TroubleSite:
+class TroubleSite(ServedSite):
     """`/broken` links to BROKEN_PAGES pages that answer 500; `/stalls` links to `/hang`, which answers nothing for
     `hang_seconds`. Counts every hit by path prefix."""
 
@@ -33,30 +35,14 @@ class TroubleSite:
                 return self.answer(500 if self.path.startswith("/error/") else 404, "<html>no</html>")
 
             def answer(self, status: int, body: str) -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_body(self, status, body)
 
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> TroubleSite:
-        self.thread.start()
-        return self
+        super().__init__(Handler)
 
     def __exit__(self, *exc) -> None:
         self.release.set()
         time.sleep(0.1)
-        self.server.shutdown()
-        self.server.server_close()
+        super().__exit__(*exc)

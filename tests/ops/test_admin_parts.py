@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from crawls.joblog import JobLogSink, job_log_forget
+from crawls.logcapture import job_log_capture
 from crawls.models import CrawlJob, JobStatus
-from ops.joblog import JobLogSink, job_log_forget
-from ops.logcapture import job_log_capture
 from registry.models import Scraper
 from sources.models import Source
 

@@ -7,10 +7,9 @@ import re
 
 import pytest
 
-from crawls.models import CrawlJob, JobStatus
-from ops.joblog import MAX_RECORD_LINES, JobLogSink, job_log_forget, job_log_lines, job_log_store
-from ops.logcapture import job_log_capture, job_log_flush, job_log_level
-from ops.models import JobLog
+from crawls.joblog import MAX_RECORD_LINES, JobLogSink, job_log_forget, job_log_lines, job_log_store
+from crawls.logcapture import job_log_capture, job_log_flush, job_log_level
+from crawls.models import CrawlJob, JobLog, JobStatus
 from registry.models import Scraper
 from tests.clients import client_for
 

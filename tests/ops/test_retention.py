@@ -11,11 +11,10 @@ from django.utils import timezone
 
 from access.tenancy import system_tenant
 from callbacks.models import Delivery, DeliveryAttempt
-from crawls.models import CrawlJob, JobStatus
-from crawls.periodic import periodic_tasks_ensure
+from crawls.joblog import JobLogSink, job_log_lines, job_log_store
+from crawls.models import CrawlJob, JobLog, JobStatus
 from items.models import Item, ItemSighting
-from ops.joblog import JobLogSink, job_log_lines, job_log_store
-from ops.models import JobLog
+from project.periodic import periodic_tasks_ensure
 from project.redis import get_redis, redis_key
 from registry.models import Scraper
 from sources.models import Source

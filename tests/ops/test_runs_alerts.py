@@ -12,8 +12,8 @@ from callbacks.models import Delivery
 from crawls.models import CrawlJob, JobStatus
 from crawls.scraping.outcome import CrawlVerdict
 from crawls.services.lifecycle import job_end
+from crawls.services.monitoring import job_monitors, job_outcome_monitored
 from ops.alerts import job_alert_emit
-from ops.monitoring import job_monitors, job_outcome_monitored
 from ops.stats import job_numbers
 from registry.models import Scraper, ScraperVersion
 from sources.models import Source

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from django.utils import timezone
@@ -18,6 +17,7 @@ from crawls.services.lifecycle import job_end
 from registry.models import ScraperVersion
 from registry.services import traffic_set, version_create, version_rollback, version_rollback_check, version_route
 from tests.registry.factories import LINK_SPIDER, make_job, make_scraper
+from tests.sites import ServedSite
 
 pytestmark = pytest.mark.django_db
 
@@ -170,7 +170,7 @@ def test_rollback_sends_a_signed_scraper_rolled_back_webhook(
     from callbacks import services as callbacks
 
     published = []
-    monkeypatch.setattr("crawls.publish.send", lambda work, **options: published.append(work))
+    monkeypatch.setattr("project.messages.send", lambda work, **options: published.append(work))
     ops, _ = token_issue(requester_name="ops", admin=True)
     with Receiver() as receiver:
         policy.TRAWL_ROLLBACK_WEBHOOK_URL = f"{receiver.url}/rollbacks"
@@ -195,7 +195,7 @@ def test_rollback_sends_a_signed_scraper_rolled_back_webhook(
     assert event["data"]["reason"] == ScraperVersion.objects.get(pk=canary.pk).rollback_reason
 
 
-class Receiver:
+class Receiver(ServedSite):
     """A webhook endpoint on 127.0.0.1 that records (headers, body) of every POST and answers 200."""
 
     def __init__(self) -> None:
@@ -212,16 +212,4 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> Receiver:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)

@@ -4,16 +4,16 @@ and what a requester does with it: submit a job, wait for its end, read everythi
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from crawls.models import CrawlJob
 from tests.security.conftest import ATTACKER_HOST
+from tests.sites import ServedSite, send_body
 
 
-class HostileSite:
+class HostileSite(ServedSite):
     """`routes` maps a path to (status, headers, body). Paths not listed are 404."""
 
     def __init__(self, routes: dict[str, tuple[int, dict[str, str], str]]) -> None:
@@ -25,28 +25,12 @@ class HostileSite:
             def do_GET(self):
                 site.hits[self.path] += 1
                 status, headers, body = site.routes.get(self.path, (404, {}, "not here"))
-                data = body.encode()
-                self.send_response(status)
-                for name, value in {"Content-Type": "text/html", **headers}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_body(self, status, body, headers)
 
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer((ATTACKER_HOST, 0), Handler)
-        self.url = f"http://{ATTACKER_HOST}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> HostileSite:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler, host=ATTACKER_HOST)
 
 
 def page(*links: str, title: str = "Page") -> str:

@@ -85,4 +85,6 @@ def test_redis_emptied_mid_crawl_never_ends_the_job_succeeded_with_part_of_the_s
     assert job.attempt >= 2 and job.max_attempts - job.attempt == 2, (job.attempt, job.max_attempts)
     assert Item.objects.filter(url__startswith=f"{site.url}/p/").count() == PAGES
     first = api.get(f"/api/jobs/{job_id}/log/", {"attempt": 1}).content.decode()  # what it logged after the flush
-    assert "frontier is gone from Redis" in first, first[-3000:]
+    # Said by whichever saw the loss first: the crawl's scheduler ("the job's frontier is gone from Redis") or the
+    # task, at its tick or as the crawl ended ("the frontier of job ... is gone from Redis").
+    assert "is gone from Redis" in first, first[-3000:]

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from django.conf import settings
@@ -23,6 +22,7 @@ from crawls.models import CrawlJob, JobStatus
 from crawls.publish import publish_crawl
 from registry.models import Scraper
 from tests.security.conftest import ATTACKER_HOST
+from tests.sites import ServedSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -35,7 +35,7 @@ CATASTROPHIC = [(NESTED_A, A_TAIL), (NESTED_X, X_RUN), (r"^(a+)+$", RUN + "b")]
 REGEX_XPATH = r"xpath://p[re:test(text(), '^(a+)+$')]/text()"
 
 
-class AttackerSite:
+class AttackerSite(ServedSite):
     """127.0.0.2: `/` links to the trap URLs and an ordinary page; a sitemap lists trap URLs; `/text` holds RUN+b."""
 
     def __init__(self) -> None:
@@ -55,9 +55,7 @@ class AttackerSite:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer((ATTACKER_HOST, 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://{ATTACKER_HOST}:{self.server.server_address[1]}"
+        super().__init__(Handler, host=ATTACKER_HOST)
 
     def page(self, path: str) -> tuple[bytes, str]:
         if path == "/sitemap.xml":
@@ -70,14 +68,6 @@ class AttackerSite:
             return b"", "text/plain"
         links = "".join(f'<a href="{tail}">{tail[:5]}</a>' for tail in (A_TAIL, X_RUN, "/xxy", "/page-1"))
         return f"<html><title>{path}</title><body>{links}</body></html>".encode(), "text/html"
-
-    def __enter__(self) -> AttackerSite:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
 import celeryconfig
-from crawls.publish import BROKER_PRIORITY_STEPS, broker_priority
+from project.messages import BROKER_PRIORITY_STEPS, broker_priority
 from sources.scheduling import (
     JobOutcome,
     Window,

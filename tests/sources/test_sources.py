@@ -60,13 +60,22 @@ def finish(job: CrawlJob, *, error_class: str = "", **stats) -> CrawlJob:
 # --- Dispatch ------------------------------------------------------------------------------------
 
 
+def dispatch(**kwargs) -> list[CrawlJob]:
+    """One dispatch pass; the jobs it created (the pass itself returns their count)."""
+    before = set(CrawlJob.objects.values_list("pk", flat=True))
+    published = sources_dispatch_due(**kwargs)
+    jobs = list(CrawlJob.objects.exclude(pk__in=before))
+    assert len(jobs) == published
+    return jobs
+
+
 def test_due_sources_are_booked_and_get_one_job_each(link):
     now = timezone.now()
     due = [make_source(link, n, next_sync_at=now - timedelta(seconds=1), current_interval=600) for n in range(3)]
     later = make_source(link, 9, next_sync_at=now + timedelta(hours=1))
     disabled = make_source(link, 10, next_sync_at=now, enabled=False)
 
-    jobs = sources_dispatch_due(now=now)
+    jobs = dispatch(now=now)
 
     assert sorted(job.source_id for job in jobs) == sorted(source.pk for source in due)
     for source in due:
@@ -78,11 +87,11 @@ def test_due_sources_are_booked_and_get_one_job_each(link):
 def test_source_with_a_job_still_active_is_not_dispatched_again(link):
     now = timezone.now()
     source = make_source(link, 1, next_sync_at=now)
-    (first,) = sources_dispatch_due(now=now)
+    (first,) = dispatch(now=now)
 
-    assert sources_dispatch_due(now=now + timedelta(hours=2)) == []
+    assert dispatch(now=now + timedelta(hours=2)) == []
     CrawlJob.objects.filter(pk=first.pk).update(status=JobStatus.SUCCEEDED)
-    assert [job.source_id for job in sources_dispatch_due(now=now + timedelta(hours=2))] == [source.pk]
+    assert [job.source_id for job in dispatch(now=now + timedelta(hours=2))] == [source.pk]
 
 
 def test_jobs_carry_the_sources_url_scraper_and_priority_and_are_published_on_commit(
@@ -91,7 +100,7 @@ def test_jobs_carry_the_sources_url_scraper_and_priority_and_are_published_on_co
     source = make_source(link, 1, priority=90)
 
     with django_capture_on_commit_callbacks(execute=True):
-        (job,) = sources_dispatch_due()
+        (job,) = dispatch()
 
     assert (job.url, job.scraper_id, job.priority, job.status) == (source.url, link.pk, 90, JobStatus.QUEUED)
     assert sent_tasks.args_of(RUN_CRAWL) == [(str(job.pk), 1)]
@@ -102,10 +111,10 @@ def test_a_second_dispatcher_does_nothing_while_the_lease_is_held(link):
     other = Lease(DISPATCH_LEASE, seconds=60)
     assert other.acquire()
 
-    assert sources_dispatch_due() == []
+    assert dispatch() == []
     assert not CrawlJob.objects.exists()
     other.release()
-    assert len(sources_dispatch_due()) == 1
+    assert sources_dispatch_due() == 1
     assert other.holder() is None, "a pass releases its lease"
 
 
@@ -116,12 +125,37 @@ def test_a_pass_books_in_chunks_and_stops_at_its_limit(link, settings):
     for n in range(10):
         make_source(link, n, next_sync_at=now - timedelta(minutes=1), priority=10 + n)
 
-    first = sources_dispatch_due(now=now)
-    second = sources_dispatch_due(now=now)
+    first = dispatch(now=now)
+    second = dispatch(now=now)
 
     assert len(first) == 8 and len(second) == 2
     assert sorted(job.priority for job in second) == [10, 11], "the most urgent sources go first"
     assert CrawlJob.objects.count() == Source.objects.count() == 10
+
+
+def test_due_sources_whose_jobs_still_run_do_not_hold_back_the_rest(link, settings):
+    settings.TRAWL_SCHEDULING_DISPATCH_CHUNK = 2
+    now = timezone.now()
+    busy = [make_source(link, n, next_sync_at=now - timedelta(minutes=1), priority=90) for n in range(5)]
+    free = [make_source(link, 10 + n, next_sync_at=now - timedelta(seconds=10), priority=10) for n in range(3)]
+    dispatch(now=now - timedelta(seconds=30))  # the most urgent five got their jobs, which are still queued...
+    Source.objects.filter(pk__in=[source.pk for source in busy]).update(next_sync_at=now - timedelta(seconds=1))
+
+    jobs = dispatch(now=now)  # ...and they are due again, first in the pass's order, ahead of every free source
+
+    assert sorted(job.source_id for job in jobs) == sorted(source.pk for source in free)
+    assert Source.objects.filter(pk__in=[source.pk for source in busy], next_sync_at__lte=now).count() == 5
+
+
+def test_very_many_busy_sources_are_left_out_by_a_subquery_instead_of_their_ids(link, settings, monkeypatch):
+    monkeypatch.setattr("sources.services.dispatch.BUSY_LISTED_MAX", 2)
+    now = timezone.now()
+    busy = [make_source(link, n, next_sync_at=now - timedelta(minutes=1), priority=90) for n in range(3)]
+    free = make_source(link, 10, next_sync_at=now - timedelta(seconds=10), priority=10)
+    dispatch(now=now - timedelta(seconds=30))
+    Source.objects.filter(pk__in=[source.pk for source in busy]).update(next_sync_at=now - timedelta(seconds=1))
+
+    assert [job.source_id for job in dispatch(now=now)] == [free.pk]
 
 
 def test_query_count_does_not_grow_with_sources_that_are_not_due(link):
@@ -133,7 +167,7 @@ def test_query_count_does_not_grow_with_sources_that_are_not_due(link):
         )
         make_source(link, not_due, next_sync_at=now)
         with CaptureQueriesContext(connection) as queries:
-            assert len(sources_dispatch_due(now=now)) == 1
+            assert sources_dispatch_due(now=now) == 1
         return len(queries)
 
     assert queries_for_one_pass(10) == queries_for_one_pass(2000)
@@ -144,14 +178,14 @@ def test_a_source_outside_its_window_waits_for_it_without_a_job(link):
     night = make_source(link, 1, next_sync_at=now, window_start_hour=22, window_end_hour=6, timezone="Europe/Paris")
     day = make_source(link, 2, next_sync_at=now, window_start_hour=9, window_end_hour=17, timezone="Europe/Paris")
 
-    jobs = sources_dispatch_due(now=now)
+    jobs = dispatch(now=now)
 
     night.refresh_from_db()
     assert [job.source_id for job in jobs] == [day.pk]
     assert night.next_sync_at == datetime(2026, 6, 1, 20, tzinfo=UTC)  # 22:00 Paris
     assert "crawl window" in night.schedule_note
-    assert sources_dispatch_due(now=now + timedelta(hours=7)) == []
-    assert [job.source_id for job in sources_dispatch_due(now=now + timedelta(hours=8))] == [night.pk]
+    assert dispatch(now=now + timedelta(hours=7)) == []
+    assert [job.source_id for job in dispatch(now=now + timedelta(hours=8))] == [night.pk]
 
 
 def test_a_scraper_may_set_the_window_of_its_sources(link):
@@ -159,7 +193,7 @@ def test_a_scraper_may_set_the_window_of_its_sources(link):
     link.save()
     source = make_source(link, 1, next_sync_at=datetime(2026, 6, 1, 12, tzinfo=UTC))
 
-    assert sources_dispatch_due(now=datetime(2026, 6, 1, 12, tzinfo=UTC)) == []
+    assert dispatch(now=datetime(2026, 6, 1, 12, tzinfo=UTC)) == []
     source.refresh_from_db()
     assert source.next_sync_at == datetime(2026, 6, 2, 1, tzinfo=UTC)
 
@@ -170,7 +204,7 @@ def test_a_scraper_may_set_the_window_of_its_sources(link):
 @pytest.fixture
 def dispatched(link):
     source = make_source(link, 1, refresh_interval=3600, current_interval=3600, min_interval=600, max_interval=86400)
-    (job,) = sources_dispatch_due()
+    (job,) = dispatch()
     return source, job
 
 
@@ -242,7 +276,7 @@ def test_crawl_now_queues_a_job_and_books_the_source(link):
     source.refresh_from_db()
     assert (job.source_id, job.status) == (source.pk, JobStatus.QUEUED)
     assert source.next_sync_at > timezone.now() + timedelta(seconds=590), "a dispatcher must pass it by"
-    assert sources_dispatch_due(now=timezone.now() + timedelta(hours=2)) == []
+    assert dispatch(now=timezone.now() + timedelta(hours=2)) == []
     with pytest.raises(TrawlError) as refused:
         source_crawl_now(source=source)
     assert refused.value.status_code == 409

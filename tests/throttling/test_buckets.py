@@ -21,7 +21,6 @@ from throttling.buckets import (
     WAIT,
     Limits,
     TokenBuckets,
-    registered_domain,
     retry_after_seconds,
 )
 from throttling.models import DomainThrottle
@@ -203,21 +202,6 @@ def test_time_comes_from_redis_not_from_the_caller():
 
 
 # --- rules: which applies, live changes, blocked domains -------------------------------------------
-
-
-def test_the_registered_domain_comes_from_the_public_suffix_list():
-    assert registered_domain("www.shop.example.co.uk") == "example.co.uk"
-    assert registered_domain("a.b.example.com") == "example.com"
-    assert registered_domain("WWW.Example.COM.") == "example.com"
-    assert registered_domain("127.0.0.1") == "127.0.0.1"
-    assert registered_domain("localhost") == "localhost"
-
-
-def test_the_public_suffix_list_is_never_fetched():
-    from throttling import buckets as throttle
-
-    assert throttle._psl.suffix_list_urls == ()
-    assert throttle._psl._cache.enabled is False
 
 
 def test_an_exact_host_rule_beats_its_domains_rule(publish):

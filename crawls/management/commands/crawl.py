@@ -11,12 +11,12 @@ from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 
 from access.models import Requester
+from crawls.joblog import job_log_new_lines
 from crawls.management.progress_line import progress_display, progress_line, version_label
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.progress import progress_read
 from crawls.serializers import JobCreateSerializer
 from crawls.services import job_create
-from ops.joblog import job_log_new_lines
 from project.errors import TrawlError
 from project.serializers import errors_flat
 

@@ -1,12 +1,9 @@
-"""The http/https download handler of every crawl (DOWNLOAD_HANDLERS, enforced): scrapy-playwright's handler, so a
-request it renders is rendered the way the Scrapy ecosystem does it (`meta={"playwright": True}`, page methods,
-`playwright_include_page` ...), over Trawl's CheckedHTTPDownloadHandler for every request it does not render.
+"""How a crawl renders: scrapy-playwright's download handler, so a request it renders is rendered the way the Scrapy
+ecosystem does it (`meta={"playwright": True}`, page methods, `playwright_include_page` ...). Only the requests the
+crawl's http/https handler (dispatch.py) decided to render reach it; that handler builds it the first time one does.
 
-Which requests render is TRAWL_RENDER's (a scraper, version, source or the job's `render` option sets it):
-`never` (nothing renders, whatever a spider's meta says), `request` (those whose meta asks: scrapy-playwright's
-`playwright` or Trawl's `render`) or `always` (every request but robots.txt and those whose meta says
-`playwright: False`). A rendered request went through the downloader middlewares like any other (scheme gate,
-guard, throttle token); the page's own requests pass crawls/scraping/rendering/subrequests.py.
+A rendered request went through the downloader middlewares like any other (scheme gate, guard, throttle token); the
+page's own requests pass crawls/scraping/rendering/subrequests.py.
 
 The crawl's pages open in browser contexts of its own on the worker's shared browser (browser.py), closed with the
 crawl; pages open at once are bounded per worker process (TRAWL_RENDER_MAX_PAGES) and per crawl (scrapy-playwright's
@@ -29,8 +26,8 @@ from scrapy.exceptions import NotSupported
 from scrapy.http import Response
 from scrapy_playwright.handler import BrowserContextWrapper, ScrapyPlaywrightDownloadHandler
 
-from crawls.scraping.handlers import CheckedHTTPDownloadHandler
 from crawls.scraping.rendering.browser import BrowserConfig, worker_browser
+from crawls.scraping.rendering.proxy import GuardProxy
 from crawls.scraping.rendering.screenshots import Screenshots
 from crawls.scraping.rendering.subrequests import SubrequestRule, route_checked
 from crawls.scraping.resolver import crawl_resolver
@@ -41,7 +38,7 @@ logger = logging.getLogger("trawl.render")
 
 class _HandlerCloseNoise(logging.Filter):
     """Scrapy builds one handler per scheme (http and https), so scrapy-playwright's "Closing download handler"
-    came twice at the end of every job's log, rendered or not: it says nothing a reader of the log needs."""
+    came up to twice at the end of a rendered job's log: it says nothing a reader of the log needs."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.getMessage() != "Closing download handler"
@@ -49,29 +46,14 @@ class _HandlerCloseNoise(logging.Filter):
 
 logging.getLogger("scrapy-playwright").addFilter(_HandlerCloseNoise())
 
-RENDER_MODES = ("never", "request", "always")
 NETWORK_IDLE = "networkidle"
-VALIDATORS = (b"If-None-Match", b"If-Modified-Since")
 SERVER_LATENCY = "render_server_latency"  # meta: seconds to the document's first byte
 
 
-def render_wanted(mode: str, meta: dict[str, Any]) -> bool:
-    """Does a request with this meta render under TRAWL_RENDER `mode`? (robots.txt never renders: it is text.)"""
-    if mode == "never":
-        return False
-    asked = meta.get("playwright", meta.get("render"))
-    if mode == "always":
-        return asked is not False and not meta.get("dont_obey_robotstxt")
-    return bool(asked)
-
-
-class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownloadHandler):
+class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         settings = crawler.settings
-        self.mode = settings.get("TRAWL_RENDER") or "request"
-        if self.mode not in RENDER_MODES:
-            raise NotSupported(f"TRAWL_RENDER is {self.mode!r}; one of {', '.join(RENDER_MODES)}")
         self.wait_for = settings.get("TRAWL_RENDER_WAIT_FOR") or ""
         # Unset (a crawl built without Trawl's settings, as some tests do): Playwright's own 30 s.
         self.timeout_ms = settings.getfloat("TRAWL_RENDER_TIMEOUT") * 1000 or None
@@ -83,24 +65,15 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
             resources=settings.getlist("TRAWL_RENDER_RESOURCES"),
             stats=crawler.stats,
         )
+        # A guarded crawl's pages connect through its proxy only: one resolution for the check and the connection.
+        self.proxy = GuardProxy(resolver=self.rule.resolver, rule=self.rule) if self.rule.resolver else None
         self.screenshots = Screenshots.from_crawler(crawler)
         self._contexts: dict[Any, BrowserContextWrapper] = {}  # every open context of the crawl, by context
         self._retiring: set[Any] = set()  # contexts on a retired browser, closing once their last page did
         self._closing_contexts: dict[Any, asyncio.Future] = {}  # (referenced till done)
-        self.stats.set_value("render/pages", 0)
-        self.stats.set_value("render/seconds", 0.0)
-        self.stats.set_value("render/subrequests_blocked", 0)
 
     async def download_request(self, request: Request) -> Response:
-        if not render_wanted(self.mode, request.meta):
-            return await CheckedHTTPDownloadHandler.download_request(self, request)
-        if any(name in request.headers for name in VALIDATORS):
-            # An incremental re-crawl (crawls/scraping/incremental.py) asks over HTTP first: on a 304 the stored
-            # rendered page is the response, and only a page that changed is rendered again.
-            answer = await CheckedHTTPDownloadHandler.download_request(self, request)
-            if answer.status == 304:
-                self.stats.inc_value("render/not_modified")
-                return answer
+        """Renders the request: dispatch.py hands over only those TRAWL_RENDER and their meta say render."""
         request.meta["playwright"] = True
         started = time.monotonic()
         response = await self._download_request(request)
@@ -122,6 +95,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
             raise NotSupported("persistent browser contexts are not available: a crawl's contexts are its own")
         # A service worker's requests bypass page routing; Trawl's pages never need one.
         context_kwargs["service_workers"] = "block"
+        if self.proxy is not None:
+            context_kwargs["proxy"] = {"server": await self.proxy.start()}
         context = await worker_browser.context_new(self.browser_config, **context_kwargs)
         await context.route("**", self._route_popup)  # pages the crawl did not open (window.open)
         await context.route_web_socket("**", self._refuse_web_socket)
@@ -192,6 +167,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler, CheckedHTTPDownl
     async def _close(self) -> None:
         """Every context of the crawl, recycled ones still closing included, then scrapy-playwright's own."""
         await asyncio.gather(*(context.close() for context in list(self._contexts)), return_exceptions=True)
+        if self.proxy is not None:
+            await self.proxy.close()
         await super()._close()
 
     def _make_request_handler(self, **kwargs: Any) -> Any:

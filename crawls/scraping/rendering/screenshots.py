@@ -1,7 +1,8 @@
 """Screenshots of rendered pages, taken in the reactor and handed to the job's task thread: the page as Chromium
 showed it when it failed (its navigation or its wait timed out, say), and the first TRAWL_RENDER_SCREENSHOTS pages of
 a crawl that asked. At most TRAWL_RENDER_SCREENSHOTS_MAX per crawl, JPEG of the viewport: a job's screenshots stay a
-few hundred KiB. No Django here: crawls/services/screenshots.py stores them with the job."""
+few hundred KiB. No Django here: crawls/services/screenshots.py stores them with the job. No Playwright at import
+either: every job's task drains the screenshots (crawls/services/execution.py), most never rendered a page."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page
 from scrapy.crawler import Crawler
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 logger = logging.getLogger("trawl.render")
 
@@ -60,6 +62,8 @@ class Screenshots:
             await self._take(page, url, "failure")
 
     async def _take(self, page: Page, url: str, reason: str) -> None:
+        from playwright.async_api import Error as PlaywrightError  # loaded already: a page was rendered
+
         self.left -= 1
         try:
             image = await page.screenshot(type="jpeg", quality=JPEG_QUALITY, timeout=SCREENSHOT_TIMEOUT_MS)

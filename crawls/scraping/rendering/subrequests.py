@@ -3,9 +3,9 @@ rule as the crawl's own requests, decided by the same functions — the scheme r
 for guarded crawls, the private-target guard's resolution (crawls/scraping/resolver.py) — plus the resource types a
 crawl does not download (images, fonts and media unless TRAWL_RENDER_RESOURCES lists them).
 
-Chromium follows redirects by itself and Playwright routes only a redirect chain's first request, so in a guarded
-crawl every sub-request is fetched from the route (no redirects followed) and a redirect is handed back to Chromium
-only once its target passed the rule; Chromium's request for that target comes through the route again.
+The route's check refuses early, with a clear log line; what makes it hold is the guarded crawl's proxy (proxy.py):
+Chromium connects only through it, it connects only to the addresses this same resolution judged, and a redirect's
+target — which Chromium follows without routing it — is judged there when Chromium connects to it.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from playwright.async_api import Request as PlaywrightRequest
 from playwright.async_api import Route
 
 from crawls.scraping.resolver import CrawlResolver
-from crawls.scraping.schemes import REDIRECT_STATUSES, scheme_of
+from crawls.scraping.schemes import scheme_of
 
 logger = logging.getLogger("trawl.render")
 
@@ -75,32 +75,8 @@ class SubrequestRule:
             logger.warning("a rendered page's request to %s was refused: %s", url[:300], reason)
 
 
-class CheckedRoute:
-    """A Playwright route whose `continue_` obeys the rule all the way through redirects (guarded crawls)."""
-
-    def __init__(self, route: Route, rule: SubrequestRule) -> None:
-        self._route = route
-        self._rule = rule
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._route, name)
-
-    async def continue_(self, **overrides: Any) -> None:
-        if not self._rule.guarded:
-            return await self._route.continue_(**overrides)
-        response = await self._route.fetch(max_redirects=0, **overrides)
-        location = response.headers.get("location")
-        if response.status in REDIRECT_STATUSES and location:
-            target = urljoin(self._route.request.url, location)
-            reason = await self._rule.refusal(target)
-            if reason:
-                self._rule.refused(target, reason)
-                return await self._route.abort("blockedbyclient")
-        await self._route.fulfill(response=response)
-
-
 async def route_checked(route: Route, request: PlaywrightRequest, rule: SubrequestRule) -> Route | None:
-    """The route to go on with (a CheckedRoute), or None when the request was refused or skipped (and aborted)."""
+    """The route to go on with, or None when the request was refused or skipped (and aborted)."""
     reason = await rule.refusal(request.url)
     if reason:
         rule.refused(request.url, reason)
@@ -109,4 +85,4 @@ async def route_checked(route: Route, request: PlaywrightRequest, rule: Subreque
     if rule.skipped(request):
         await route.abort("blockedbyclient")
         return None
-    return CheckedRoute(route, rule)
+    return route

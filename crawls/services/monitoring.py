@@ -16,9 +16,9 @@ from django.conf import settings
 from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.scraping.outcome import CrawlVerdict
 from crawls.scraping.watchdogs import ERROR_RATE_REASON, STALLED_REASON
-from ops.monitors import FIELD, Breach, coverage, monitors_check, monitors_parse
 from project.errors import TrawlError
 from registry.models import ScraperVersion
+from registry.monitors import FIELD, Breach, coverage, monitors_check, monitors_parse
 
 logger = logging.getLogger("trawl.monitors")
 UNCHECKED = (ErrorClass.CANCELLED, ErrorClass.WORKER_LOST, ErrorClass.TIMEOUT)

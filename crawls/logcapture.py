@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import redis
 from django.conf import settings
 
-from ops.joblog import JobLogSink, job_log_store, record_line
+from crawls.joblog import JobLogSink, job_log_store, record_line
 
 logger = logging.getLogger("trawl.joblog")
 LOWERED = ("root", "scrapy")  # loggers whose level the attempt lowers (the others inherit from these)

@@ -11,8 +11,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 
+from crawls.joblog import LEVELS, job_log_lines, log_query
 from crawls.models import CrawlJob
-from ops.joblog import LEVELS, job_log_lines, log_query
 
 LOG_PARAMETERS = [
     OpenApiParameter("tail", OpenApiTypes.INT, description="only the last N records"),

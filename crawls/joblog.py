@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from crawls.models import CrawlJob
-from ops.models import JobLog
+from crawls.models import CrawlJob, JobLog
 from project.errors import TrawlError
 from project.redis import get_redis, hash_tag, redis_key
 

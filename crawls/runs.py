@@ -1,24 +1,18 @@
-"""Run history: a source's jobs as runs (pages, items, error rate, duration, outcome) and deltas between runs."""
+"""Run history: jobs as runs (pages, items, error rate, duration, outcome) and deltas against the previous run of the
+same source. A source's list of runs is sources.selectors.source_runs."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
 from rest_framework import serializers
 
 from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.serializers import JobSerializer
-from ops.monitors import error_rate
-from sources.models import Source
+from registry.monitors import error_rate
 
 RUN_NUMBERS = ("pages", "items", "items_new", "items_changed", "items_unchanged", "items_invalid")
 DELTA_NUMBERS = (*RUN_NUMBERS, "error_rate", "duration")
-
-
-def source_runs(*, source: Source) -> QuerySet[CrawlJob]:
-    """The source's jobs, newest first."""
-    return CrawlJob.objects.filter(source=source).order_by("-queued_at", "-pk")
 
 
 def run_numbers(job: CrawlJob) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """On a crawl worker: build an uploaded version's environment and check its spider there, then record the verdict.
 
-Worker-only (it starts the package's child process); the web publishes `registry.tasks.build_package` by name.
+Worker-only (it starts the package's child process, crawls.scraping.children); the web publishes
+`registry.tasks.build_package` by name (registry.publish), and crawls.tasks runs it under that name.
 """
 
 from __future__ import annotations

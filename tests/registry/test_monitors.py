@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ops.monitors import Breach, coverage, error_rate, items_drop, monitors_check, monitors_parse
 from project.errors import TrawlError
+from registry.monitors import Breach, coverage, error_rate, items_drop, monitors_check, monitors_parse
 
 
 def check(spec, *, stats, field_coverage=None, history=()):

@@ -1,6 +1,6 @@
-"""What operations add to the crawls admin: a job's log and alerts, a source's runs as a chart.
+"""What operations add to the crawls admin: a job's log and alerts.
 
-Mixins of read-only fields, each rendered from its own template, so the job and source pages stay the crawls app's.
+A mixin of read-only fields, each rendered from its own template, so the job page stays the crawls app's.
 """
 
 from __future__ import annotations
@@ -9,13 +9,10 @@ from django.contrib import admin
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
+from crawls.joblog import job_log_lines
 from crawls.models import CrawlJob
-from ops.joblog import job_log_lines
-from ops.runs import run_numbers, source_runs
-from sources.models import Source
 
 ADMIN_LOG_LINES = 500  # the job page shows the tail; GET /api/jobs/{id}/log/ has the whole log
-ADMIN_RUNS = 30
 
 
 class JobOpsAdminMixin:
@@ -29,16 +26,3 @@ class JobOpsAdminMixin:
     @admin.display(description="alerts")
     def job_alerts(self, job: CrawlJob) -> SafeString:
         return render_to_string("admin/ops/job_alerts.html", {"alerts": job.alerts or []})
-
-
-class SourceOpsAdminMixin:
-    ops_fields = ("runs_chart",)
-
-    @admin.display(description="runs")
-    def runs_chart(self, source: Source) -> SafeString:
-        runs = list(source_runs(source=source)[:ADMIN_RUNS]) if source.pk else []
-        rows = [
-            {"at": job.queued_at.strftime("%m-%d %H:%M"), "status": job.status, **run_numbers(job)}
-            for job in reversed(runs)
-        ]
-        return render_to_string("admin/ops/source_runs.html", {"runs": rows, "source": source})

@@ -1,4 +1,5 @@
-"""Beat's periodic tasks, kept in the database so operators can retune them in the admin."""
+"""Beat's periodic tasks of every app (by Celery task name), kept in the database so operators can retune them in the
+admin. Here, below every app, because each app's data migration ensures the whole table."""
 
 from __future__ import annotations
 

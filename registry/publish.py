@@ -1,0 +1,40 @@
+"""The registry's messages: build a version's package environment, prune unused ones (through project.messages)."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import current_app, signature
+from django.conf import settings
+
+from project import messages
+
+BUILD_PACKAGE = "registry.tasks.build_package"
+logger = logging.getLogger("trawl.packages")
+
+PRUNE_PACKAGES = "trawl_packages_prune"  # a worker remote-control command (registry.tasks), not a task
+
+
+def publish_package_build(*, version_id: int) -> None:
+    """On the crawl queue, most urgent: a crawl worker builds the environment (warming its machine for the version's
+    first jobs). Its time limits cover pip's own (TRAWL_PACKAGE_BUILD_TIMEOUT) plus importing the spider."""
+    soft = settings.TRAWL_PACKAGE_BUILD_TIMEOUT + 180
+    messages.send(
+        signature(BUILD_PACKAGE, args=(version_id,), queue="crawls", priority=messages.broker_priority(100)),
+        soft_time_limit=soft,
+        time_limit=soft + 60,
+    )
+
+
+def publish_packages_prune() -> None:
+    """Every worker (its main process) drops the package environments nobody needs any more."""
+    current_app.control.broadcast(PRUNE_PACKAGES)
+
+
+def packages_prune_everywhere() -> None:
+    """Ask every worker to drop the environments nobody needs (after a deprecation). Best effort: each worker also
+    prunes when it starts and when a package's last child exits."""
+    try:
+        publish_packages_prune()
+    except Exception as exc:  # robust: a broker hiccup must not fail the deprecation that already committed
+        logger.warning("package prune not broadcast: %s", exc)

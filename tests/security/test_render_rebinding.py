@@ -1,0 +1,54 @@
+"""DNS rebinding against a rendered page (requester job, production guard): the page's script fetches and frames a
+name that the crawl's DNS server (TRAWL_DNS_SERVERS) answers with the allow-listed address, while any second
+resolution — the system's, which Chromium and Playwright's own fetch use — answers the private one. The name is
+`localhost`: the test's DNS server says 127.0.0.2 (allowed), the machine's resolver says 127.0.0.1 (the private
+listener), which is exactly a hostile name answering public to the check and private to the connection. The private
+listener must see nothing; the request reaches the allowed twin it was checked against (the crawl's proxy,
+crawls/scraping/rendering/proxy.py, connects to the checked address only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.conftest import ATTACKER_HOST
+from tests.security.hostile_site import wait_final
+from tests.security.nameserver import PRIVATE_HOST, Listener, dns_mode_worker, nameserver, twin_listeners
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+__all__ = ["dns_mode_worker", "nameserver"]  # fixtures
+
+REBINDING_NAME = "localhost"  # the system resolver's answer is private whatever the test's DNS server says
+
+
+@pytest.fixture
+def mode() -> str:
+    """Production only: under `make run` the guard is off by design (docs/trust.md)."""
+    return "production"
+
+
+def test_a_rendered_pages_request_to_a_rebinding_name_never_reaches_the_private_address(
+    api, builtins, nameserver, dns_mode_worker
+):
+    nameserver.rebinding(REBINDING_NAME, first=ATTACKER_HOST, then=PRIVATE_HOST, allowed_times=10**6)
+    private, allowed = twin_listeners({"/secret": "<html><title>secret</title></html>"})
+    target = f"http://{REBINDING_NAME}:{private.port}/secret"
+    script = f"""<html><head><title>attacker</title></head><body><script>
+fetch("{target}?fetch", {{mode: "no-cors"}}).catch(() => {{}});
+const frame = document.createElement("iframe"); frame.src = "{target}?frame"; document.body.appendChild(frame);
+</script></body></html>"""
+    with private, allowed, Listener(ATTACKER_HOST, pages={"/": script}) as attacker:
+        options = {"render": True, "wait_for": "networkidle"}
+        response = api.post(
+            "/api/jobs/", {"url": f"http://{ATTACKER_HOST}:{attacker.port}/", "options": options}, format="json"
+        )
+        assert response.status_code == 201, response.content
+        job = wait_final(response.json()["id"], dns_mode_worker, timeout=180)
+
+    print(f"\nDNS queries for {REBINDING_NAME}: {nameserver.queries[REBINDING_NAME]}; private saw {private.paths()}")
+    print(f"allowed saw {allowed.paths()}; render stats {job.stats.get('render')}")
+    assert job.status == "succeeded", (job.error_class, job.error_message)
+    assert job.stats["render"]["pages"] == 1
+    assert private.paths() == [], "a second resolution reached the private listener"
+    assert nameserver.queries[REBINDING_NAME] >= 1  # the page's requests were checked against the crawl's DNS
+    # Fetched from the address that was checked.
+    assert sorted(allowed.paths()) == ["/secret?fetch", "/secret?frame"]

@@ -16,9 +16,10 @@ Commands arrive on stdin, one JSON object per line: `crawl {job, spider, setting
 `wake {job}` (its items are stored), `check {spider}`, `answer {id, value | error}` (to a `call`), `exit`.
 Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per line: `item`, `stats`
 (every second), `error` (the first spider exception), `log` (a log record of the crawl, at the crawl's LOG_LEVEL, for
-the job's log), `store_wanted` (the idle crawl waits for its items to be stored), `end` (final stats, finish reason
-or crawl error), `checked`, `call {id, what, args}` (what Trawl's components would ask the database,
-crawls.scraping.child_db). The spider's own prints go to stderr, never into that channel.
+the job's log), `store_wanted` (the idle crawl waits for its items to be stored), `screenshot` (one a rendering crawl
+took, before its `end`), `end` (final stats, finish reason or crawl error), `checked`, `call {id, what, args}` (what
+Trawl's components would ask the database, crawls.scraping.child_db). The spider's own prints go to stderr, never
+into that channel.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class CrawlServer:
         try:  # whatever goes wrong here, the parent must hear the end: else its job waits for ever
             if self.stats_loop is not None and self.stats_loop.running:
                 self.stats_loop.stop()
+            self._send_screenshots()
             stats = self.closed_stats if self.closed_stats is not None else self._stats()
             if self.reason:
                 stats["finish_reason"] = self.reason  # Scrapy sets it after spider_closed handlers ran
@@ -145,6 +147,14 @@ class CrawlServer:
             self.send("end", job=self.job, stats=stats, reason=self.reason, crawl_error=crawl_error)
             self.crawler = None
             self._arm_idle()
+
+    def _send_screenshots(self) -> None:
+        """What a rendering crawl took (its failures, the first pages it was asked for), before `end`: the worker
+        stores them with the job as it does an in-process crawl's (crawls/services/execution.py)."""
+        from crawls.scraping.rendering.screenshots import screenshot_fields, screenshots_drain
+
+        for shot in screenshots_drain(self.crawler):
+            self.send("screenshot", job=self.job, **screenshot_fields(shot))
 
     def _forward_log(self, *, level: str) -> None:
         """The crawl's log records go to the worker, which writes them into the job's log (crawls.logcapture)."""

@@ -14,9 +14,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings as project_settings
+
 from crawls.scraping.child_db import CallScope, db_call_answer
 from crawls.scraping.child_redis import child_redis_keys
 from crawls.scraping.children import Child, child_discard, child_for
+from crawls.scraping.rendering.screenshots import screenshot_received
 from crawls.scraping.runner import STOP_GRACE_SECONDS, CrawlResult, CrawlSession
 from registry.models import Package, ScraperVersion
 
@@ -107,12 +110,23 @@ def _pump(
             _relog(message["d"])
         elif kind == "call":
             child.send(**db_call_answer(message, scope))  # what its components ask the database (child_db)
+        elif kind == "screenshot":
+            _screenshot_keep(session, message)
         elif kind == "store_wanted":
             session.store_wanted = True
             return None  # tick now: the crawl waits for its items to be stored
         elif kind == "end":
             return message
     return None
+
+
+def _screenshot_keep(session: CrawlSession, fields: dict[str, Any]) -> None:
+    """Checked on receipt (the child runs uploaded code), and no more than a job may keep."""
+    shot = screenshot_received(fields)
+    if shot is None:
+        logger.warning("the package's process sent a screenshot that is not one: dropped")
+    elif len(session.screenshots) < project_settings.TRAWL_RENDER_SCREENSHOTS_MAX:
+        session.screenshots.append(shot)
 
 
 def _relog(fields: dict[str, Any]) -> None:

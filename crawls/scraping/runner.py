@@ -45,6 +45,7 @@ class CrawlSession:
     finish_reason: str = ""
     first_spider_error: str = ""
     reported_stats: dict[str, Any] = field(default_factory=dict)  # sent by a crawl in a child process (packaged.py)
+    screenshots: list = field(default_factory=list)  # taken by a crawl in a child process, checked on receipt
     # Wakes the task thread before its tick is up: the crawl ended, or it waits for its items to be stored.
     wake: threading.Event = field(default_factory=threading.Event)
     store_wanted: bool = False

@@ -106,7 +106,7 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
             f"the crawl could not reach Trawl's Redis or database ({crawl.stopped_because})"
         )
     ingest.flush(session)
-    job_screenshots_store(job=job, taken=screenshots_drain(session.crawler))
+    job_screenshots_store(job=job, taken=screenshots_drain(session.crawler) + session.screenshots)
     stats = {**job_stats(crawl.stats), **ingest.item_counts()}
     if frontier is not None:
         if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier

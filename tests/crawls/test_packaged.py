@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import subprocess
@@ -26,7 +27,14 @@ from crawls.scraping.child_redis import (
     child_redis_sweep,
 )
 from crawls.scraping.children import child_discard, child_for
-from crawls.scraping.packaged import _relog, run_packaged
+from crawls.scraping.packaged import _relog, _screenshot_keep, run_packaged
+from crawls.scraping.rendering.screenshots import (
+    SCREENSHOT_MAX_BYTES,
+    Screenshot,
+    screenshot_fields,
+    screenshot_received,
+)
+from crawls.scraping.runner import CrawlSession
 from crawls.scraping.settings import with_trawl_components
 from project.redis import get_redis
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
@@ -88,6 +96,55 @@ def test_the_child_gets_its_proxies_through_its_parent(tmp_path, site, redis_ser
     # Its Redis user reaches the throttle's keys: buckets taken, no Redis error.
     assert crawl.stats.get("throttle/requests") == 1 and "throttle/redis_errors" not in crawl.stats, crawl.stats
     assert site.hits[f"{site.url}/product-1.html"] == 1, "the request went through the proxy the parent read"
+
+
+def test_a_packaged_rendering_crawl_hands_its_screenshots_to_the_worker(tmp_path, site, redis_server):
+    """The child renders with its own Chromium; what it took reaches the worker's session (stored with the job by
+    crawls/services/execution.py, as an in-process crawl's)."""
+    version = packaged(tmp_path, dep="1.0")
+    asked = {"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False, "TRAWL_RENDER": "always"}
+    asked.update(TRAWL_RENDER_SCREENSHOTS=1, TRAWL_RENDER_SCREENSHOTS_MAX=10)  # as crawls.scraping.settings merges them
+    child = child_for(version.package)
+    try:
+        crawl, session = run_packaged(
+            package=version.package,
+            spider="trawlshop.spiders.ShopSpider",
+            settings=with_trawl_components(asked),
+            spider_kwargs={"url": f"{site.url}/product-1.html", "config": {}},
+            timeout=120,
+            on_tick=lambda session: "",
+        )
+    finally:
+        child_discard(child)
+
+    assert crawl.finish_reason == "finished", crawl
+    assert crawl.stats.get("render/screenshots") == 1, crawl.stats
+    [shot] = session.screenshots
+    assert (shot.url, shot.reason) == (f"{site.url}/product-1.html", "asked")
+    assert shot.image.startswith(b"\xff\xd8\xff") and len(shot.image) > 1000
+
+
+def test_a_childs_screenshot_is_kept_only_if_it_is_one_and_only_as_many_as_a_job_keeps(settings):
+    """The child runs uploaded code: whatever it calls a screenshot is checked on receipt."""
+    jpeg = b"\xff\xd8\xff\xe0" + b"\0" * 2000
+    sent = screenshot_fields(Screenshot(url="https://shop.test/a", reason="asked", image=jpeg, taken_at=time.time()))
+    assert screenshot_received(json.loads(json.dumps(sent))).image == jpeg
+    forged = [
+        {**sent, "image": base64.b64encode(b"<svg onload=alert(1)>").decode()},  # not a JPEG
+        {**sent, "image": base64.b64encode(jpeg + b"\0" * SCREENSHOT_MAX_BYTES).decode()},  # too big
+        {**sent, "image": "not base64!"},
+        {**sent, "image": ["a list"]},
+        {**sent, "reason": "anything"},
+        {**sent, "url": {"a": "dict"}},
+    ]
+    assert [screenshot_received(fields) for fields in forged] == [None] * len(forged)
+    assert screenshot_received({**sent, "taken_at": 10**12}).taken_at <= time.time()  # a time in the future: now
+
+    settings.TRAWL_RENDER_SCREENSHOTS_MAX = 3
+    session = CrawlSession()
+    for fields in [*forged, *[sent] * 5]:
+        _screenshot_keep(session, fields)
+    assert len(session.screenshots) == 3
 
 
 def test_a_child_is_answered_only_about_its_own_crawl(db, django_assert_num_queries):

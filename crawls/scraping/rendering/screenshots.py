@@ -6,6 +6,8 @@ either: every job's task drains the screenshots (crawls/services/execution.py), 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import time
 import weakref
@@ -22,6 +24,9 @@ logger = logging.getLogger("trawl.render")
 
 JPEG_QUALITY = 70
 SCREENSHOT_TIMEOUT_MS = 5000  # a page too broken to paint in that time is not worth the wait
+# A viewport JPEG at JPEG_QUALITY is well under 1 MiB; a packaged crawl's child claiming more is not sending one.
+SCREENSHOT_MAX_BYTES = 2 * 1024 * 1024
+REASONS = ("failure", "asked")
 
 _taken: weakref.WeakKeyDictionary[Crawler, deque[Screenshot]] = weakref.WeakKeyDictionary()
 
@@ -81,3 +86,25 @@ def screenshots_drain(crawler: Any) -> list[Screenshot]:
     while taken:
         drained.append(taken.popleft())
     return drained
+
+
+def screenshot_fields(shot: Screenshot) -> dict[str, Any]:
+    """A screenshot as a packaged crawl's child sends it to its worker (crawls/scraping/child.py)."""
+    image = base64.b64encode(shot.image).decode("ascii")
+    return {"url": shot.url, "reason": shot.reason, "taken_at": shot.taken_at, "image": image}
+
+
+def screenshot_received(fields: dict[str, Any]) -> Screenshot | None:
+    """The worker's side of screenshot_fields: the child runs uploaded code, so a screenshot is kept only if it is
+    one — a JPEG of bounded size, a known reason, a URL and a time of plain types. None otherwise."""
+    image, url, reason, taken_at = (fields.get(key) for key in ("image", "url", "reason", "taken_at"))
+    if not isinstance(image, str) or len(image) > SCREENSHOT_MAX_BYTES * 4 // 3 + 4:
+        return None
+    try:
+        data = base64.b64decode(image, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if not data.startswith(b"\xff\xd8\xff") or not isinstance(url, str) or reason not in REASONS:
+        return None
+    taken_at = taken_at if type(taken_at) in (int, float) and 0 < taken_at <= time.time() + 60 else time.time()
+    return Screenshot(url=url[:2000], reason=reason, image=data, taken_at=taken_at)

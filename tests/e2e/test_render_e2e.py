@@ -91,7 +91,7 @@ def watch_browser(root_pid: int, until, *, timeout: float = 60) -> list[psutil.P
     seen: dict[int, psutil.Process] = {}
     deadline = time.monotonic() + timeout
     while not (seen and until()):
-        assert time.monotonic() < deadline, "no Chromium process appeared under the worker"
+        assert time.monotonic() < deadline, f"in {timeout} s: {len(seen)} Chromium processes seen, until() {until()}"
         seen.update({process.pid: process for process in browser_processes(root_pid)})
         time.sleep(0.05)
     return list(seen.values())

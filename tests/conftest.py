@@ -64,7 +64,7 @@ def redis_server():
 @pytest.fixture
 def throttle_keys_clean():
     """Throttle rules and buckets left in Redis by one test must not slow or block the next."""
-    from tests.throttling.test_buckets import flush_throttle_keys
+    from tests.throttling.buckets_helpers import flush_throttle_keys
 
     flush_throttle_keys()
     yield

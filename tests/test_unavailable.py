@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_faults import PrivateRedis
+from tests.e2e.faults_stack import PrivateRedis
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

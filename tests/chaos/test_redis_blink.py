@@ -18,7 +18,7 @@ from django.conf import settings
 from project.redis_server import redis_start_if_absent
 from tests.callbacks.harness import Beat
 from tests.chaos.harness import write_wide_site
-from tests.e2e.test_faults import Cluster, PrivateRedis, PrivateWorker, reaper_every
+from tests.e2e.faults_stack import Cluster, PrivateRedis, PrivateWorker, reaper_every
 from tests.sites import LocalSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]

@@ -9,7 +9,7 @@ from parsel import Selector
 from crawls.scraping.patterns import PatternError
 from crawls.scraping.spiders.selectors import SelectorsSpider
 from crawls.scraping.xpaths import MAX_FIELDS, MAX_PREDICATE_DEPTH, MAX_SELECTOR_LENGTH, selector_check
-from tests.crawls.test_spiders import START, page, run
+from tests.crawls.spider_pages import START, page, run
 
 EVERYDAY = [
     "h1::text",

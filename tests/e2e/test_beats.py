@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from tests.callbacks.harness import Beat
-from tests.e2e.test_faults import PrivateRedis
+from tests.e2e.faults_stack import PrivateRedis
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -15,7 +15,7 @@ from items.models import Item
 from registry.models import ScraperVersion
 from tests.callbacks.harness import running_alone
 from tests.conftest import wait_for_job
-from tests.e2e.test_packages_e2e import worker_for_packages
+from tests.e2e.packages_stack import worker_for_packages
 from tests.packages import dep_wheels
 from tests.sites import LocalSite, write_catalogue
 from tests.workers import BASE_DIR

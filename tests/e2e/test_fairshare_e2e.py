@@ -11,7 +11,7 @@ from crawls.models import CrawlJob
 from tests.callbacks.harness import running_alone
 from tests.clients import client_for
 from tests.e2e.test_throttle_e2e import StampedSite
-from tests.throttling.test_buckets import flush_throttle_keys
+from tests.throttling.buckets_helpers import flush_throttle_keys
 from tests.workers import Worker
 from throttling.models import DomainThrottle
 from throttling.services import throttle_create, throttle_delete

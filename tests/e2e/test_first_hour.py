@@ -8,7 +8,7 @@ list is checked next to the code it is about:
   5. Flower: outcome in the result, no chores .... tests/e2e/test_flower.py
   6. crawl --wait: version, work-based progress .. tests/e2e/test_crawl_command.py
   7. unknown variant → 400 ........................ tests/crawls/test_api_jobs.py
-  8. landing page, /api/, effective share ........ tests/test_root.py, tests/registry/test_api_scrapers.py
+  8. landing page, /api/, effective share ........ tests/test_root.py, tests/registry/test_api_scrapers_traffic.py
 
 Issue 29's first hour, likewise:
   - README snippets in order, ids in $JOB, deploy  tests/e2e/test_readme.py
@@ -32,7 +32,7 @@ from registry.models import Scraper, ScraperVersion
 from tests.callbacks.harness import running_alone
 from tests.conftest import wait_for_job
 from tests.e2e.test_throttle_e2e import StampedSite, wait_for_hits
-from tests.throttling.test_buckets import flush_throttle_keys
+from tests.throttling.buckets_helpers import flush_throttle_keys
 from tests.workers import BASE_DIR, Worker
 from tests.workers import test_database_url as database_url
 from throttling.models import DomainThrottle

@@ -7,7 +7,7 @@ import pytest
 
 from tests.clients import client_for
 from tests.conftest import wait_for_job
-from tests.e2e.test_packages_e2e import built, ok, package_dirs, package_worker, shop_site, upload
+from tests.e2e.packages_stack import built, ok, package_dirs, package_worker, shop_site, upload
 from tests.packages import shop_wheel
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

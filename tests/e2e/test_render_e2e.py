@@ -19,7 +19,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from crawls.models import CrawlJob
-from tests.e2e.test_frontier import (
+from tests.e2e.frontier_stack import (
     FAST_REAPER,
     TreeSite,
     _cluster,
@@ -40,7 +40,7 @@ GONE_WITHIN = 30  # seconds a test waits for Chromium to exit before failing
 
 @pytest.fixture
 def cluster(django_db_setup, django_db_blocker, redis_server, tmp_path):
-    """Two crawl workers, an ops worker and beat (the reaper requeues a killed crawl): tests/e2e/test_frontier.py."""
+    """Two crawl workers, an ops worker and beat (the reaper requeues a killed crawl): tests/e2e/frontier_stack.py."""
     yield from _cluster(tmp_path, FAST_REAPER)
 
 

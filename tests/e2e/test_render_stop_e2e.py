@@ -10,7 +10,7 @@ from crawls.models import CrawlJob
 from registry.models import ScraperVersion
 from tests.callbacks.harness import running_alone
 from tests.conftest import wait_for_job
-from tests.e2e.test_frontier import TreeSite
+from tests.e2e.frontier_stack import TreeSite
 from tests.e2e.test_render_e2e import browser_processes, wait_gone, watch_browser
 from tests.ops.site import TroubleSite
 from tests.security.hostile_site import submit

@@ -10,7 +10,7 @@ import pytest
 from crawls.models import CrawlJob
 from registry.models import Scraper, ScraperVersion
 from tests.conftest import wait_for_job
-from tests.e2e import test_packages_e2e as packages
+from tests.e2e import packages_stack as packages
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 package_dirs, package_worker = packages.package_dirs, packages.package_worker  # fixtures

@@ -12,7 +12,7 @@ from tests.callbacks.harness import exclusive
 from tests.clients import client_for
 from tests.conftest import wait_for_job
 from tests.sites import ServedSite
-from tests.throttling.test_buckets import flush_throttle_keys, most_in_any_window
+from tests.throttling.buckets_helpers import flush_throttle_keys, most_in_any_window
 from tests.workers import Worker
 from throttling.models import DomainThrottle
 from throttling.services import throttle_create, throttle_delete

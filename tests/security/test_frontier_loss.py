@@ -17,7 +17,7 @@ from django.conf import settings
 
 from crawls.models import CrawlJob
 from items.models import Item
-from tests.e2e.test_frontier import TreeSite
+from tests.e2e.frontier_stack import TreeSite
 from tests.security.conftest import ATTACKER_HOST
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

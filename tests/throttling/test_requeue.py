@@ -12,7 +12,7 @@ from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 from twisted.internet.error import DNSLookupError
 
-from tests.throttling.test_buckets import bench_buckets, flush_throttle_keys
+from tests.throttling.buckets_helpers import bench_buckets, flush_throttle_keys
 from throttling.adaptive import AdaptiveConfig
 from throttling.controller import AdaptiveController
 from throttling.requeue import DELAY_META, REQUEUES_META, PoliteRequeueMiddleware

@@ -1,4 +1,5 @@
-"""The downloader middlewares with hand-made requests and responses, against real Redis (and the database)."""
+"""The throttle's downloader middleware with hand-made requests and responses, against real Redis (and the database):
+waiting for tokens, pauses, blocked domains, egress buckets, live rule changes, Redis away."""
 
 from __future__ import annotations
 
@@ -7,19 +8,16 @@ import threading
 import time
 
 import pytest
-from django.db import OperationalError
 from django.test import override_settings
-from django.utils import timezone
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest, NotConfigured
-from scrapy.http import HtmlResponse, Response
+from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
 from project.redis import get_redis
 from throttling.buckets import WAIT
-from throttling.middlewares import CrawlClosing, ThrottleMiddleware, UserAgentRotationMiddleware, egress_of
-from throttling.models import DomainThrottle, Proxy
-from throttling.proxies import ProxyEntry, ProxyPool, ProxyRotationMiddleware
+from throttling.middlewares import CrawlClosing, ThrottleMiddleware, egress_of
+from throttling.models import DomainThrottle
 from throttling.services import throttle_buckets, throttle_create, throttle_rules_load, throttle_update
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
@@ -43,9 +41,6 @@ def throttle_middleware(**settings) -> tuple[ThrottleMiddleware, dict]:
 
 def stat(stats, name: str):
     return stats.get_value(f"throttle/{name}", 0)
-
-
-# --- ThrottleMiddleware ------------------------------------------------------------------------
 
 
 def test_requests_wait_for_tokens_without_blocking_the_event_loop(rule):
@@ -251,210 +246,6 @@ def test_a_rule_raised_while_requests_wait_lets_them_go(rule, django_capture_on_
 def test_the_throttle_can_be_switched_off_for_the_whole_project():
     with pytest.raises(NotConfigured):
         throttle_middleware()
-
-
-# --- UserAgentRotationMiddleware ---------------------------------------------------------------
-
-
-def ua_middleware(settings: dict, options: dict | None = None) -> UserAgentRotationMiddleware:
-    middleware = UserAgentRotationMiddleware.from_crawler(get_crawler(Spider, settings))
-    spider = Spider(name="s")
-    spider.options = options or {}
-    middleware.spider_opened(spider)
-    return middleware
-
-
-def user_agent(middleware, request: Request | None = None) -> str:
-    request = request or Request("http://a.test/")
-    middleware.process_request(request)
-    return request.headers.get(b"User-Agent", b"").decode()
-
-
-def test_user_agents_rotate_per_request():
-    middleware = ua_middleware({"TRAWL_USER_AGENTS": ["ua-1", "ua-2", "ua-3"]})
-
-    assert [user_agent(middleware) for _ in range(4)] == ["ua-1", "ua-2", "ua-3", "ua-1"]
-
-
-def test_a_jobs_useragent_option_pins_it():
-    middleware = ua_middleware({"TRAWL_USER_AGENTS": ["ua-1", "ua-2"]}, options={"useragent": "job-agent"})
-
-    assert user_agent(middleware) == ""  # left to Scrapy's UserAgentMiddleware, which sends USER_AGENT (the job's)
-
-
-def test_a_spiders_own_header_is_kept():
-    middleware = ua_middleware({"TRAWL_USER_AGENTS": ["ua-1"]})
-
-    assert user_agent(middleware, Request("http://a.test/", headers={"User-Agent": "mine"})) == "mine"
-
-
-def test_no_rotation_without_a_list():
-    with pytest.raises(NotConfigured):
-        ua_middleware({})
-
-
-# --- ProxyRotationMiddleware -------------------------------------------------------------------
-
-
-class FakeProxies:
-    def __init__(self, *entries: ProxyEntry) -> None:
-        self.entries = entries
-        self.groups: list[str] = []
-        self.cooled: list[str] = []
-
-    def load(self, *, group: str) -> list[ProxyEntry]:
-        self.groups.append(group)
-        return [ProxyEntry(entry.url, entry.label, entry.cooling_until) for entry in self.entries]
-
-    def cool(self, *, url: str, seconds: float) -> None:
-        self.cooled.append(url)
-
-
-def proxy_middleware(fake: FakeProxies, *, config: dict | None = None, **settings) -> ProxyRotationMiddleware:
-    crawler = get_crawler(Spider, settings)
-    middleware = ProxyRotationMiddleware.from_crawler(crawler)
-    middleware.load, middleware.cool = fake.load, fake.cool
-    spider = Spider(name="s")
-    spider.config = config or {}
-    asyncio.run(middleware.spider_opened(spider))
-    return middleware
-
-
-def through(middleware, request: Request) -> Request:
-    asyncio.run(middleware.process_request(request))
-    return request
-
-
-def test_requests_rotate_over_proxies_not_cooling_down():
-    fake = FakeProxies(
-        ProxyEntry("http://p1:8080", "ip-1"),
-        ProxyEntry("http://p2:8080", "ip-2"),
-        ProxyEntry("http://p3:8080", "ip-3", cooling_until=time.time() + 600),
-    )
-    middleware = proxy_middleware(fake)
-
-    requests = [through(middleware, Request("http://a.test/")) for _ in range(4)]
-
-    assert {request.meta["proxy"] for request in requests} == {"http://p1:8080", "http://p2:8080"}
-    assert all(
-        request.meta["trawl_egress"] == {"http://p1:8080": "ip-1", "http://p2:8080": "ip-2"}[request.meta["proxy"]]
-        for request in requests
-    )
-
-
-def test_a_blocked_proxy_cools_down_and_the_request_goes_again_through_another():
-    fake = FakeProxies(ProxyEntry("http://p1:8080", "ip-1"), ProxyEntry("http://p2:8080", "ip-2"))
-    middleware = proxy_middleware(fake)
-    request = through(middleware, Request("http://a.test/"))
-    first = request.meta["proxy"]
-
-    again = asyncio.run(middleware.process_response(request, Response(request.url, status=403, request=request)))
-    again = through(middleware, again)
-
-    assert fake.cooled == [first]
-    assert again.meta["proxy"] != first
-    assert again.meta["trawl_proxy_rotations"] == 1 and again.dont_filter
-
-
-def test_a_captcha_page_counts_as_blocked():
-    fake = FakeProxies(ProxyEntry("http://p1:8080", "ip-1"), ProxyEntry("http://p2:8080", "ip-2"))
-    middleware = proxy_middleware(fake)
-    request = through(middleware, Request("http://a.test/"))
-    page = HtmlResponse(request.url, body=b'<div class="g-recaptcha"></div>', request=request)
-
-    result = asyncio.run(middleware.process_response(request, page))
-
-    assert isinstance(result, Request)
-    assert fake.cooled == [request.meta["proxy"]]
-
-
-def test_rotation_gives_up_after_a_few_proxies():
-    fake = FakeProxies(ProxyEntry("http://p1:8080", "ip-1"), ProxyEntry("http://p2:8080", "ip-2"))
-    middleware = proxy_middleware(fake)
-    request = through(middleware, Request("http://a.test/", meta={"trawl_proxy_rotations": 2}))
-    refused = Response(request.url, status=429, request=request)
-
-    assert asyncio.run(middleware.process_response(request, refused)) is refused
-
-
-def test_a_proxy_the_spider_chose_is_left_alone():
-    middleware = proxy_middleware(FakeProxies(ProxyEntry("http://p1:8080", "ip-1")))
-
-    request = through(middleware, Request("http://a.test/", meta={"proxy": "http://mine:3128"}))
-    direct = through(middleware, Request("http://a.test/", meta={"dont_proxy": True}))
-
-    assert request.meta["proxy"] == "http://mine:3128" and "trawl_egress" not in request.meta
-    assert "proxy" not in direct.meta
-
-
-def test_the_proxy_group_comes_from_the_spider_config_else_the_settings():
-    by_config, by_setting = FakeProxies(), FakeProxies()
-
-    proxy_middleware(by_config, config={"proxy_group": "residential"}, TRAWL_PROXY_GROUP="datacenter")
-    proxy_middleware(by_setting, TRAWL_PROXY_GROUP="datacenter")
-
-    assert by_config.groups == ["residential"]
-    assert by_setting.groups == ["datacenter"]
-
-
-def test_without_proxies_requests_go_direct():
-    request = through(proxy_middleware(FakeProxies()), Request("http://a.test/"))
-
-    assert "proxy" not in request.meta
-
-
-class ProxiesOfARestartingDatabase(FakeProxies):
-    """Loads once; then the database restarts: every later read or write raises as Django does then."""
-
-    def load(self, *, group: str) -> list[ProxyEntry]:
-        if self.groups:
-            raise OperationalError("the connection is lost")
-        return super().load(group=group)
-
-    def cool(self, *, url: str, seconds: float) -> None:
-        raise OperationalError("the connection is lost")
-
-
-def test_the_database_away_never_fails_a_request_the_crawl_keeps_its_proxies_and_cool_downs():
-    """A request failed by it would count as done in the job's frontier, never fetched (crawls/scraping/outages.py)."""
-    fake = ProxiesOfARestartingDatabase(ProxyEntry("http://p1:8080", "ip-1"), ProxyEntry("http://p2:8080", "ip-2"))
-    middleware = proxy_middleware(fake, TRAWL_PROXY_REFRESH_SECONDS=0)  # every request refreshes the pool
-
-    request = through(middleware, Request("http://a.test/"))
-    again = asyncio.run(middleware.process_response(request, Response(request.url, status=403, request=request)))
-
-    assert request.meta["proxy"] in {"http://p1:8080", "http://p2:8080"}
-    assert middleware.stats.get_value("proxy/refresh_errors") == 1
-    assert isinstance(again, Request) and again.meta["trawl_proxy_rotations"] == 1  # cooled down here all the same
-    assert through(middleware, again).meta["proxy"] != request.meta["proxy"]
-
-
-def test_every_proxy_cooling_down_falls_back_to_the_one_rested_longest():
-    pool = ProxyPool([ProxyEntry("a", "a", cooling_until=200), ProxyEntry("b", "b", cooling_until=150)])
-
-    assert pool.pick(now=100).url == "b"
-
-
-def test_proxies_can_be_switched_off_per_version():
-    with pytest.raises(NotConfigured):
-        ProxyRotationMiddleware.from_crawler(get_crawler(Spider, {"TRAWL_PROXY_ENABLED": False}))
-
-
-@pytest.mark.django_db(transaction=True)
-def test_proxies_and_cool_downs_live_in_the_database():
-    Proxy.objects.create(url="http://p1:8080", egress_label="ip-1")
-    Proxy.objects.create(url="http://p2:8080", egress_label="ip-2")
-    Proxy.objects.create(url="http://p3:8080", egress_label="ip-3", enabled=False)
-    Proxy.objects.create(url="http://p4:8080", egress_label="ip-4", group="other")
-    middleware = ProxyRotationMiddleware.from_crawler(get_crawler(Spider, {}))
-    asyncio.run(middleware.spider_opened(Spider(name="s")))
-    request = through(middleware, Request("http://a.test/"))
-
-    asyncio.run(middleware.process_response(request, Response(request.url, status=403, request=request)))
-
-    assert {entry.url for entry in middleware.pool.entries} == {"http://p1:8080", "http://p2:8080"}
-    cooled = Proxy.objects.get(url=request.meta["proxy"])
-    assert cooled.cooling_down_until > timezone.now()
 
 
 def test_redis_away_is_waited_out_then_reported_as_trawls_fault_not_the_sites(settings):

@@ -1,122 +1,34 @@
 """Packaged versions through a real worker that is never restarted: upload, build, canary, two dependency versions
-side by side, deprecation, a failed build, a corrupt upload. Wheels are built here; dependencies come from a local
-wheel directory with pip's index off, never the internet."""
+side by side, deprecation, a failed build, a corrupt upload; a packaged crawl cancelled and timed out; a failing
+packaged canary rolled back."""
 
 from __future__ import annotations
 
 import io
-import time
-from pathlib import Path
 
 import pytest
 
-from crawls.models import CrawlJob
 from items.models import Item
 from registry.models import Package, ScraperVersion
-from tests.callbacks.harness import running_alone
 from tests.clients import client_for
 from tests.conftest import wait_for_job
-from tests.e2e.test_frontier import SLOW_REAPER, TreeSite, _cluster, crawl_handed_over
-from tests.packages import dep_wheels, shop_wheel
-from tests.sites import LocalSite, write_catalogue
-from tests.workers import Worker
-from throttling.services import throttle_create
+from tests.e2e.packages_stack import (
+    SPIDER,
+    VERSIONS,
+    built,
+    crawl,
+    ok,
+    outputs,
+    package_dirs,
+    package_worker,
+    shop_site,
+    upload,
+    wait_for,
+)
+from tests.packages import shop_wheel
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-SPIDER = "trawlshop.spiders.ShopSpider"
-VERSIONS = "/api/scrapers/pshop/versions/"
-
-
-@pytest.fixture
-def package_dirs(settings, tmp_path):
-    dirs = {name: tmp_path / name for name in ("store", "envs", "wheelhouse", "src")}
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "packages": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": dirs["store"]}},
-    }
-    dep_wheels(dirs["wheelhouse"])
-    return dirs
-
-
-@pytest.fixture
-def shop_site(tmp_path):
-    write_catalogue(tmp_path / "site", products=40)
-    with LocalSite(tmp_path / "site") as local_site:
-        yield local_site
-
-
-def package_env(package_dirs) -> dict[str, str]:
-    return {
-        "TRAWL_PACKAGE_DIR": str(package_dirs["store"]),
-        "TRAWL_PACKAGE_CACHE_DIR": str(package_dirs["envs"]),
-        "TRAWL_PACKAGE_FIND_LINKS": str(package_dirs["wheelhouse"]),
-        "TRAWL_PACKAGE_NO_INDEX": "1",
-        # A deprecated version's environment goes once its warm child has idled out (default 120 s).
-        "TRAWL_PACKAGE_CHILD_IDLE_SECONDS": "15",
-    }
-
-
-def worker_for_packages(package_dirs, tmp_path, *, concurrency: int = 1) -> Worker:
-    return Worker(log_dir=tmp_path, concurrency=concurrency, env=package_env(package_dirs))
-
-
-@pytest.fixture
-def package_worker(package_dirs, redis_server, tmp_path):
-    # The session's crawl worker (started by earlier tests) has no package directories: it must not take these jobs.
-    with running_alone(worker_for_packages(package_dirs, tmp_path)) as worker:
-        yield worker
-
-
-def ok(response, status=200):
-    assert response.status_code == status, response.content
-    return response.json()
-
-
-def upload(ops, wheel: Path, version: str, **fields):
-    handle = io.BytesIO(wheel.read_bytes())
-    handle.name = wheel.name
-    body = {"version": version, "variant": "stable", "spider": SPIDER, "package": handle, **fields}
-    return ops.post(VERSIONS, body, format="multipart")
-
-
-def wait_for(predicate, *, timeout: float, what: str, worker: Worker):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not within {timeout}s\n--- worker log ---\n{worker.log_tail()}")
-
-
-def built(ops, version: str, worker: Worker) -> dict:
-    def status():
-        body = ok(ops.get(f"{VERSIONS}{version}/"))
-        return body if body["package_status"] != "building" else None
-
-    return wait_for(status, timeout=120, what=f"package of {version} built", worker=worker)
-
-
-def crawl(api, site, pages, worker: Worker) -> list[CrawlJob]:
-    ids = [
-        ok(api.post("/api/jobs/", {"url": f"{site.url}/product-{n}.html", "scraper": "pshop"}, format="json"), 201)[
-            "id"
-        ]
-        for n in pages
-    ]
-    jobs = []
-    for job_id in ids:
-        try:
-            jobs.append(wait_for_job(job_id, timeout=120))
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n--- worker log ---\n{worker.log_tail()}") from None
-    return jobs
-
-
-def outputs(job: CrawlJob) -> tuple[str, str, str, str]:
-    item = Item.objects.filter(last_job=job).first()
-    assert item is not None, f"job {job.pk} {job.status} {job.error_class}: {job.error_message}"
-    return job.version.version, job.status, item.data["output"], item.data["dep"]
+__all__ = ["package_dirs", "package_worker", "shop_site"]  # fixtures
 
 
 def test_packaged_versions_roll_out_and_back_on_a_running_worker(package_worker, package_dirs, shop_site, api):
@@ -247,55 +159,3 @@ def test_a_failing_packaged_canary_is_rolled_back_and_compared(package_worker, p
         {"spider_error": 2},
     )
     assert (rows["1.0.0"]["jobs"], rows["1.0.0"]["success_rate"], rows["1.0.0"]["items_per_job"]) == (2, 1.0, 1.0)
-
-
-def test_a_packaged_crawl_runs_from_the_job_s_frontier_in_parallel_shards(package_dirs, redis_server, tmp_path, api):
-    """The child process's crawl uses the job's frontier in Redis: two shards, two children, every page once."""
-    ops = client_for("ops", admin=True)
-    ok(ops.post("/api/scrapers/", {"name": "pshop"}, format="json"), 201)
-    wheel = shop_wheel(package_dirs["src"], version="1.0.0", output="v1")
-    site = TreeSite(pages=255, delay=0.2)  # slow enough that the second shard joins while there is work left
-    try:
-        # Started first: the build task must go to this worker, not to one without the package directories.
-        with running_alone(worker_for_packages(package_dirs, tmp_path, concurrency=2)) as worker:
-            ok(upload(ops, wheel, "1.0.0", spider="trawlshop.spiders.FollowSpider", is_default="true"), 201)
-            assert built(ops, "1.0.0", worker)["package_status"] == "ready"
-            body = {"url": f"{site.url}/p/0", "scraper": "pshop", "parallelism": 2}
-            job_id = ok(api.post("/api/jobs/", body, format="json"), 201)["id"]
-            job = wait_for_job(job_id, timeout=120)
-            assert job.status == "succeeded", f"{job.error_class}: {job.error_message}\n{worker.log_tail()}"
-    finally:
-        site.server.shutdown()
-
-    hits = site.page_hits()
-    assert set(hits) == site.all_paths()
-    assert [path for path, count in hits.items() if count > 1] == []  # the two children shared one seen-set
-    assert Item.objects.filter(url__startswith=f"{site.url}/p/").count() == site.pages
-    assert job.stats["items"] == site.pages
-    assert job.stats["shards"] == 2
-    assert all(pages > 0 for pages in job.stats["pages_by_shard"].values()), job.stats["pages_by_shard"]
-    assert len(job.stats["pages_by_shard"]) == 2
-
-
-@pytest.fixture
-def package_cluster(package_dirs, django_db_setup, django_db_blocker, redis_server, tmp_path):
-    yield from _cluster(tmp_path, {**SLOW_REAPER, **package_env(package_dirs)})
-
-
-def test_a_packaged_crawl_whose_worker_gets_sigterm_continues_on_another_worker(
-    package_dirs, package_cluster, throttle_keys_clean, api
-):
-    """SIGTERM to the crawling worker's whole process group, its package child included: the child keeps crawling
-    until its worker hands the crawl back, and another worker's child continues it from the frontier."""
-    ops = client_for("ops", admin=True)
-    ok(ops.post("/api/scrapers/", {"name": "pshop"}, format="json"), 201)
-    wheel = shop_wheel(package_dirs["src"], version="1.0.0", output="v1")
-    ok(upload(ops, wheel, "1.0.0", spider="trawlshop.spiders.FollowSpider", is_default="true"), 201)
-    assert built(ops, "1.0.0", package_cluster.ops)["package_status"] == "ready"
-    throttle_create(domain="127.0.0.1", rate=50, burst=50, ip_rate=50, ip_burst=50)
-    site = TreeSite(pages=63, delay=0.25)
-    try:
-        crawl_handed_over(api, site, package_cluster, whole_group=True, scraper="pshop")
-    finally:
-        site.server.shutdown()
-    assert {item.data["output"] for item in Item.objects.filter(url__startswith=f"{site.url}/p/")} == {"v1"}

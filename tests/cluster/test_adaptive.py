@@ -1,5 +1,0 @@
-"""tests/throttling/test_adaptive.py again, with Trawl's state on a 3-master Redis Cluster:
-the adaptive controller's windows and states."""
-
-from tests.redis_cluster import on_redis_cluster  # noqa: F401 - autouse: REDIS_URL is the cluster's
-from tests.throttling.test_adaptive import *  # noqa: F403 - every test of that module, run here on the cluster

@@ -107,4 +107,4 @@ def screenshot_received(fields: dict[str, Any]) -> Screenshot | None:
     if not data.startswith(b"\xff\xd8\xff") or not isinstance(url, str) or reason not in REASONS:
         return None
     taken_at = taken_at if type(taken_at) in (int, float) and 0 < taken_at <= time.time() + 60 else time.time()
-    return Screenshot(url=url[:2000], reason=reason, image=data, taken_at=taken_at)
+    return Screenshot(url=url, reason=reason, image=data, taken_at=taken_at)  # its URL cut where it is stored

@@ -74,22 +74,28 @@ def test_a_packaged_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_
     assert seconds < 15, f"the crawl ended {seconds:.1f} s after it started: it waited for the 30 s tick"
 
 
-def test_the_child_gets_its_proxies_through_its_parent(tmp_path, site, redis_server):
-    """Proxy rotation reads the proxy table: the child has no database, so the worker reads it for the child."""
-    version = packaged(tmp_path, dep="1.0")
-    Proxy.objects.create(url=site.url, egress_label="proxy-1")  # the test site answers proxied requests too
+def crawl_product_page(version, site, settings: dict):
+    """The packaged shop spider's crawl of one product page with these settings (plus Trawl's components), in a child
+    discarded afterwards."""
     child = child_for(version.package)
     try:
-        crawl, _ = run_packaged(
+        return run_packaged(
             package=version.package,
             spider="trawlshop.spiders.ShopSpider",
-            settings=with_trawl_components({"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False}),
+            settings=with_trawl_components(settings),
             spider_kwargs={"url": f"{site.url}/product-1.html", "config": {}},
             timeout=120,
             on_tick=lambda session: "",
         )
     finally:
         child_discard(child)
+
+
+def test_the_child_gets_its_proxies_through_its_parent(tmp_path, site, redis_server):
+    """Proxy rotation reads the proxy table: the child has no database, so the worker reads it for the child."""
+    version = packaged(tmp_path, dep="1.0")
+    Proxy.objects.create(url=site.url, egress_label="proxy-1")  # the test site answers proxied requests too
+    crawl, _ = crawl_product_page(version, site, {"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False})
 
     assert crawl.finish_reason == "finished", crawl
     assert crawl.stats.get("proxy/requests") == 1, crawl.stats
@@ -104,18 +110,7 @@ def test_a_packaged_rendering_crawl_hands_its_screenshots_to_the_worker(tmp_path
     version = packaged(tmp_path, dep="1.0")
     asked = {"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False, "TRAWL_RENDER": "always"}
     asked.update(TRAWL_RENDER_SCREENSHOTS=1, TRAWL_RENDER_SCREENSHOTS_MAX=10)  # as crawls.scraping.settings merges them
-    child = child_for(version.package)
-    try:
-        crawl, session = run_packaged(
-            package=version.package,
-            spider="trawlshop.spiders.ShopSpider",
-            settings=with_trawl_components(asked),
-            spider_kwargs={"url": f"{site.url}/product-1.html", "config": {}},
-            timeout=120,
-            on_tick=lambda session: "",
-        )
-    finally:
-        child_discard(child)
+    crawl, session = crawl_product_page(version, site, asked)
 
     assert crawl.finish_reason == "finished", crawl
     assert crawl.stats.get("render/screenshots") == 1, crawl.stats

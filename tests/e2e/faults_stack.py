@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from crawls.models import CrawlJob
 from project.redis_server import redis_start_if_absent
 from tests.callbacks.harness import FAST_ENV, Beat
 from tests.workers import Worker
@@ -37,6 +38,35 @@ def reaper_every(seconds: int) -> None:
     interval, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)
     PeriodicTask.objects.filter(name="reap-dead-jobs").update(interval=interval)
     PeriodicTask.objects.exclude(name__in=["reap-dead-jobs", "sweep-batches"]).update(enabled=False)
+
+
+def submit(api, **body) -> str:
+    response = api.post("/api/jobs/", body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def wait_job(job_id, predicate, *, timeout: float, cluster, why: str) -> CrawlJob:
+    """The job once `predicate(job)` holds; `cluster` is anything with `logs()` (this module's or frontier_stack's)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = CrawlJob.objects.get(pk=job_id)
+        if predicate(job):
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"{why}: job still {job.status} attempt {job.attempt} after {timeout}s\n{cluster.logs()}")
+
+
+def wait_batch(batch_id, predicate, *, cluster, timeout: float, why: str = "condition") -> list[CrawlJob]:
+    """The batch's jobs once `predicate(jobs)` holds; `cluster` is anything with `logs()`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = list(CrawlJob.objects.filter(batch_id=batch_id))
+        if predicate(jobs):
+            return jobs
+        time.sleep(0.2)
+    states = [(job.status, job.attempt) for job in CrawlJob.objects.filter(batch_id=batch_id)]
+    raise AssertionError(f"batch jobs never {why}: {states}\n{cluster.logs()}")
 
 
 @pytest.fixture
@@ -67,6 +97,15 @@ class PrivateRedis:
             self.process.terminate()
             self.process.wait(10)
         self.process = None
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    server = PrivateRedis(tmp_path).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 class PrivateWorker(Worker):

@@ -18,7 +18,8 @@ from django.conf import settings
 from crawls.frontier import Frontier, codec
 from crawls.models import CrawlJob
 from tests.callbacks.harness import FAST_ENV, Beat, exclusive
-from tests.e2e.faults_stack import reaper_every
+from tests.e2e.faults_stack import reaper_every, submit, wait_job
+from tests.sites import send_body
 from tests.workers import Worker
 
 FAST_REAPER = {**FAST_ENV, "TRAWL_REAPER_STALE_SECONDS": "3", "TRAWL_REAPER_QUEUED_SECONDS": "5"}
@@ -52,11 +53,7 @@ class TreeSite:
                 self.answer(200, f"<html><title>Page {number}</title><body>{links}</body></html>".encode())
 
             def answer(self, code: int, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_body(self, code, body)
 
             def log_message(self, *args):
                 pass
@@ -138,20 +135,14 @@ def slow_reaper_cluster(django_db_setup, django_db_blocker, redis_server, tmp_pa
     yield from _cluster(tmp_path, SLOW_REAPER)
 
 
-def submit(api, **body) -> str:
-    response = api.post("/api/jobs/", body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
-
-
-def wait_job(job_id, predicate, *, timeout: float, cluster: Cluster, why: str) -> CrawlJob:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = CrawlJob.objects.get(pk=job_id)
-        if predicate(job):
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"{why}: job still {job.status} attempt {job.attempt} after {timeout}s\n{cluster.logs()}")
+def fetched_twice_only_in_flight(site: TreeSite, in_flight: set[str]) -> set[str]:
+    """After a crawl killed mid-way resumed from its frontier: every page was fetched, and the pages fetched twice
+    were in flight at the kill (those are returned)."""
+    hits = site.page_hits()
+    assert set(hits) == site.all_paths()
+    twice = {path for path, count in hits.items() if count > 1}
+    assert twice <= in_flight, f"fetched again though not in flight at the kill: {sorted(twice - in_flight)}"
+    return twice
 
 
 def wait_pages(site: TreeSite, count: int, *, timeout: float, cluster: Cluster) -> None:

@@ -15,6 +15,7 @@ from crawls.services import batches
 from crawls.tasks import finalize_batch, sweep_batches
 from registry.models import Scraper, ScraperVersion
 from tests.callbacks.harness import FAST_ENV, Beat, Receiver, exclusive, kill_hard, pause, sweepers_every
+from tests.e2e.faults_stack import wait_batch
 from tests.workers import Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -70,17 +71,6 @@ def wait_batch_completed(receiver, cluster, *, timeout: float) -> dict:
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{cluster.logs()}") from None
     return receiver.events("batch.completed")[0].json
-
-
-def wait_jobs(batch_id, predicate, *, timeout: float, cluster) -> list[CrawlJob]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        jobs = list(CrawlJob.objects.filter(batch_id=batch_id))
-        if predicate(jobs):
-            return jobs
-        time.sleep(0.1)
-    statuses = [job.status for job in CrawlJob.objects.filter(batch_id=batch_id)]
-    raise AssertionError(f"batch jobs never matched; statuses {statuses}\n{cluster.logs()}")
 
 
 def assert_exactly_one_batch_completed(receiver, batch_id) -> None:
@@ -152,7 +142,7 @@ def test_cancelled_batch_stops_its_running_crawls_and_completes_cancelled(api, b
     # Eight slow crawls (about 20 s each) on four crawl processes: four run, four wait.
     jobs = [{"url": f"{site.url}/slow/{1000 * n}", "options": {"maxdepth": 20}} for n in range(8)]
     batch = submit(api, callback_url=receiver.url, jobs=jobs)
-    running = wait_jobs(
+    running = wait_batch(
         batch["id"], lambda js: sum(j.status == "running" for j in js) >= 2, timeout=60, cluster=cluster
     )
     time.sleep(1.5)
@@ -202,7 +192,7 @@ def test_worker_killed_hard_mid_batch_still_ends_in_one_batch_completed_via_the_
                     {"url": f"{site.url}/product-2.html"},
                 ],
             )
-            wait_jobs(batch["id"], lambda js: any(j.status == "running" for j in js), timeout=60, cluster=cluster)
+            wait_batch(batch["id"], lambda js: any(j.status == "running" for j in js), timeout=60, cluster=cluster)
             slow = CrawlJob.objects.get(batch_id=batch["id"], status="running")
             assert "/slow/" in slow.url
             time.sleep(1.5)

@@ -15,18 +15,10 @@ import pytest
 import redis
 
 from tests.callbacks.harness import Beat
-from tests.e2e.faults_stack import PrivateRedis
+from tests.e2e.faults_stack import private_redis
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def private_redis(tmp_path):
-    server = PrivateRedis(tmp_path).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+__all__ = ["private_redis"]  # a fixture
 
 
 def sent(redis_url: str) -> Counter:

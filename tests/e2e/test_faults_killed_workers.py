@@ -15,7 +15,7 @@ import pytest
 from crawls.models import CrawlJob
 from items.models import Item
 from tests.callbacks.harness import Beat, exclusive
-from tests.e2e.faults_stack import REAPER_ENV, Cluster, reaper_every, slow_site
+from tests.e2e.faults_stack import REAPER_ENV, Cluster, reaper_every, slow_site, submit, wait_job
 from tests.workers import Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -38,22 +38,6 @@ def cluster(django_db_setup, django_db_blocker, redis_server, tmp_path):
         beat.stop()
         for worker in (*crawlers, ops):
             worker.stop()
-
-
-def submit(api, **body) -> str:
-    response = api.post("/api/jobs/", body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
-
-
-def wait_job(job_id, predicate, *, timeout: float, cluster: Cluster, why: str) -> CrawlJob:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = CrawlJob.objects.get(pk=job_id)
-        if predicate(job):
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"{why}: job still {job.status} attempt {job.attempt} after {timeout}s\n{cluster.logs()}")
 
 
 def kill_pool_process(job: CrawlJob) -> int:

@@ -9,19 +9,18 @@ import pytest
 
 from crawls.models import CrawlJob
 from tests.callbacks.harness import Beat, Receiver
-from tests.e2e.faults_stack import REAPER_ENV, Cluster, PrivateRedis, PrivateWorker, reaper_every, slow_site
+from tests.e2e.faults_stack import (
+    REAPER_ENV,
+    Cluster,
+    PrivateWorker,
+    private_redis,
+    reaper_every,
+    slow_site,
+    wait_batch,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-__all__ = ["slow_site"]  # a fixture
-
-
-@pytest.fixture
-def private_redis(tmp_path):
-    server = PrivateRedis(tmp_path).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+__all__ = ["private_redis", "slow_site"]  # fixtures
 
 
 def test_healthz_says_redis_is_down_while_it_is_and_recovers_on_its_own(client, private_redis, settings):
@@ -103,17 +102,6 @@ def test_redis_restarted_empty_mid_batch_every_job_still_ends_and_the_batch_comp
 
 
 FINAL = ("succeeded", "failed", "cancelled", "dead")
-
-
-def wait_batch(batch_id, predicate, *, cluster: Cluster, timeout: float, why: str = "condition") -> list[CrawlJob]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        jobs = list(CrawlJob.objects.filter(batch_id=batch_id))
-        if predicate(jobs):
-            return jobs
-        time.sleep(0.2)
-    states = [(job.status, job.attempt) for job in CrawlJob.objects.filter(batch_id=batch_id)]
-    raise AssertionError(f"batch jobs never {why}: {states}\n{cluster.logs()}")
 
 
 def test_redis_restarted_empty_with_production_timings_blames_no_site_and_completes_the_batch_once(

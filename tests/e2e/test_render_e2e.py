@@ -24,6 +24,7 @@ from tests.e2e.frontier_stack import (
     TreeSite,
     _cluster,
     fast_throttle,  # noqa: F401 (a fixture)
+    fetched_twice_only_in_flight,
     in_flight_paths,
     wait_job,
 )
@@ -219,9 +220,6 @@ def sigkilled_and_resumed(api, tree_site: TreeSite, cluster) -> None:
     job = wait_job(job_id, lambda j: j.status not in ("queued", "running"), timeout=120, cluster=cluster, why="no end")
 
     assert (job.status, job.attempt) == ("succeeded", 2), job.error_message
-    hits = tree_site.page_hits()
-    assert set(hits) == tree_site.all_paths()
-    twice = {path for path, count in hits.items() if count > 1}
-    assert twice <= in_flight, f"fetched again though not in flight at the kill: {sorted(twice - in_flight)}"
+    fetched_twice_only_in_flight(tree_site, in_flight)
     assert job.stats["render"]["pages"] >= tree_site.pages - 15  # attempt 2 rendered what was left
     print(f"SIGKILL: {len(seen)} Chromium processes, all gone {gone_after:.1f} s after the kill")

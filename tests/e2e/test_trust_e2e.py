@@ -12,7 +12,7 @@ from django.utils import timezone
 from crawls.models import CrawlJob
 from items.models import Item
 from registry.models import Scraper, ScraperVersion
-from tests.sites import ServedSite
+from tests.sites import ServedSite, send_body
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -118,12 +118,7 @@ class ToPrivate(ServedSite):
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                body = f'<html><title>Page</title><a href="{private_url}/product-2.html">p</a></html>'.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_body(self, 200, f'<html><title>Page</title><a href="{private_url}/product-2.html">p</a></html>')
 
             def log_message(self, *args):
                 pass

@@ -34,23 +34,29 @@ def mode() -> str:
     return "production"
 
 
+def rendered_attack(api, worker, script: str):
+    """A requester's rendered job of the attacker's page (on the allowed address) running `script`, once it ended."""
+    page = f"<html><head><title>attacker</title></head><body><script>{script}</script></body></html>"
+    with Listener(ATTACKER_HOST, pages={"/": page}) as attacker:
+        options = {"render": True, "wait_for": "networkidle"}
+        url = f"http://{ATTACKER_HOST}:{attacker.port}/"
+        response = api.post("/api/jobs/", {"url": url, "options": options}, format="json")
+        assert response.status_code == 201, response.content
+        return wait_final(response.json()["id"], worker, timeout=180)
+
+
 def test_a_rendered_pages_request_to_a_rebinding_name_never_reaches_the_private_address(
     api, builtins, nameserver, dns_mode_worker
 ):
     nameserver.rebinding(REBINDING_NAME, first=ATTACKER_HOST, then=PRIVATE_HOST, allowed_times=10**6)
     private, allowed = twin_listeners({"/secret": "<html><title>secret</title></html>"})
     target = f"http://{REBINDING_NAME}:{private.port}/secret"
-    script = f"""<html><head><title>attacker</title></head><body><script>
+    script = f"""
 fetch("{target}?fetch", {{mode: "no-cors"}}).catch(() => {{}});
 const frame = document.createElement("iframe"); frame.src = "{target}?frame"; document.body.appendChild(frame);
-</script></body></html>"""
-    with private, allowed, Listener(ATTACKER_HOST, pages={"/": script}) as attacker:
-        options = {"render": True, "wait_for": "networkidle"}
-        response = api.post(
-            "/api/jobs/", {"url": f"http://{ATTACKER_HOST}:{attacker.port}/", "options": options}, format="json"
-        )
-        assert response.status_code == 201, response.content
-        job = wait_final(response.json()["id"], dns_mode_worker, timeout=180)
+"""
+    with private, allowed:
+        job = rendered_attack(api, dns_mode_worker, script)
 
     print(f"\nDNS queries for {REBINDING_NAME}: {nameserver.queries[REBINDING_NAME]}; private saw {private.paths()}")
     print(f"allowed saw {allowed.paths()}; render stats {job.stats.get('render')}")
@@ -71,16 +77,8 @@ def test_a_rendered_pages_https_request_to_a_rebinding_name_is_tunnelled_to_the_
     nameserver.rebinding(REBINDING_NAME, first=ATTACKER_HOST, then=PRIVATE_HOST, allowed_times=10**6)
     private, allowed = twin_listeners(tls=self_signed(tmp_path, REBINDING_NAME))
     target = f"https://{REBINDING_NAME}:{private.port}/secret"
-    script = f"""<html><head><title>attacker</title></head><body><script>
-fetch("{target}?fetch", {{mode: "no-cors"}}).catch(() => {{}});
-</script></body></html>"""
-    with private, allowed, Listener(ATTACKER_HOST, pages={"/": script}) as attacker:
-        options = {"render": True, "wait_for": "networkidle"}
-        response = api.post(
-            "/api/jobs/", {"url": f"http://{ATTACKER_HOST}:{attacker.port}/", "options": options}, format="json"
-        )
-        assert response.status_code == 201, response.content
-        job = wait_final(response.json()["id"], dns_mode_worker, timeout=180)
+    with private, allowed:
+        job = rendered_attack(api, dns_mode_worker, f'fetch("{target}?fetch", {{mode: "no-cors"}}).catch(() => {{}});')
 
     print(f"\nprivate saw handshakes {private.server_names} and {private.paths()}")
     print(f"allowed saw handshakes {allowed.server_names}; render stats {job.stats.get('render')}")

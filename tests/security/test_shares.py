@@ -20,6 +20,7 @@ from crawls.models import CrawlJob
 from tests.callbacks.harness import exclusive
 from tests.clients import client_for
 from tests.security.conftest import ATTACKER_HOST, MODES
+from tests.sites import send_body
 from tests.workers import Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -61,11 +62,7 @@ class CountingSite:
                 number = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/p/") else -1
                 children = [n for n in range(4 * number + 1, 4 * number + 5) if number >= 0 and n < site.pages]
                 body = "".join(f'<a href="/p/{n}">{n}</a>' for n in children).encode()
-                self.send_response(200 if number >= 0 else 404)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_body(self, 200 if number >= 0 else 404, body)
 
             def log_message(self, *args):
                 pass

@@ -19,13 +19,12 @@ from project.brokers import PRIORITY_STEPS, step_broker_priority
 # What a send raises when the broker does not answer: kombu wraps the transport's errors in its OperationalError, but
 # not when a Redis publish batch's pipeline fails.
 BROKER_AWAY = (OperationalError, RedisError, ConnectionError, TimeoutError)
-BROKER_PRIORITY_STEPS = PRIORITY_STEPS  # celeryconfig declares as many on Redis (priority_steps) and AMQP
 
 
 def priority_step(priority: int) -> int:
     """Map Trawl priority 1..100 (100 most urgent) onto priority steps 0..9 (0 most urgent), whatever the broker."""
     clamped = min(max(int(priority), 1), 100)
-    return (BROKER_PRIORITY_STEPS - 1) - round((clamped - 1) * (BROKER_PRIORITY_STEPS - 1) / 99)
+    return (PRIORITY_STEPS - 1) - round((clamped - 1) * (PRIORITY_STEPS - 1) / 99)
 
 
 def broker_priority(priority: int) -> int:

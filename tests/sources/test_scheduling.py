@@ -13,7 +13,8 @@ from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
 import celeryconfig
-from project.messages import BROKER_PRIORITY_STEPS, broker_priority
+from project.brokers import PRIORITY_STEPS
+from project.messages import broker_priority
 from sources.scheduling import (
     JobOutcome,
     Window,
@@ -30,7 +31,7 @@ def test_most_urgent_job_gets_the_most_urgent_broker_step():
 
 
 def test_least_urgent_job_gets_the_least_urgent_broker_step():
-    assert broker_priority(1) == BROKER_PRIORITY_STEPS - 1 == 9
+    assert broker_priority(1) == PRIORITY_STEPS - 1 == 9
 
 
 def test_default_priority_lands_on_the_default_broker_step():
@@ -41,7 +42,7 @@ def test_higher_priority_never_maps_to_a_less_urgent_step():
     steps = [broker_priority(p) for p in range(1, 101)]
 
     assert all(later <= earlier for earlier, later in itertools.pairwise(steps))
-    assert set(steps) == set(range(BROKER_PRIORITY_STEPS)), "every broker step should be reachable"
+    assert set(steps) == set(range(PRIORITY_STEPS)), "every broker step should be reachable"
 
 
 @pytest.mark.parametrize(("priority", "step"), [(0, 9), (-20, 9), (101, 0), (10_000, 0)])
@@ -50,7 +51,7 @@ def test_out_of_range_priorities_are_clamped(priority, step):
 
 
 def test_steps_match_the_broker_configuration():
-    assert celeryconfig.broker_transport_options["priority_steps"] == list(range(BROKER_PRIORITY_STEPS))
+    assert celeryconfig.broker_transport_options["priority_steps"] == list(range(PRIORITY_STEPS))
 
 
 def test_urgent_message_overtakes_a_queued_backlog_on_redis(redis_server):

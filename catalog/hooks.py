@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from project.hooks import subscribe_once
+
 # (external_name=, category_id=) -> None; category_id None: the name means none of our categories.
 NameMappedReceiver = Callable[..., object]
 
@@ -12,9 +14,7 @@ NAME_MAPPED: list[NameMappedReceiver] = []
 
 
 def on_name_mapped(receiver: NameMappedReceiver) -> NameMappedReceiver:
-    if receiver not in NAME_MAPPED:  # ready() may run twice (a test re-populating apps): subscribe once
-        NAME_MAPPED.append(receiver)
-    return receiver
+    return subscribe_once(NAME_MAPPED, receiver)
 
 
 def name_mapped(*, external_name: str, category_id: int | None) -> None:

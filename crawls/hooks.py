@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from project.hooks import subscribe_once
+
 if TYPE_CHECKING:
     from crawls.models import CrawlJob
 
@@ -29,18 +31,12 @@ JOB_ENDED: list[JobReceiver] = []
 
 
 def on_crawl_finished(receiver: CrawlReceiver) -> CrawlReceiver:
-    if receiver not in CRAWL_FINISHED:  # ready() may run twice (a test re-populating apps): subscribe once
-        CRAWL_FINISHED.append(receiver)
-    return receiver
+    return subscribe_once(CRAWL_FINISHED, receiver)
 
 
 def on_job_ending(receiver: JobReceiver) -> JobReceiver:
-    if receiver not in JOB_ENDING:
-        JOB_ENDING.append(receiver)
-    return receiver
+    return subscribe_once(JOB_ENDING, receiver)
 
 
 def on_job_ended(receiver: JobReceiver) -> JobReceiver:
-    if receiver not in JOB_ENDED:
-        JOB_ENDED.append(receiver)
-    return receiver
+    return subscribe_once(JOB_ENDED, receiver)

@@ -70,9 +70,9 @@ def run_killed(tmp: Path, *, pages: int, maxdepth: int, timeout: float, tail, un
     """Crawl a fresh site with a request log; SIGKILL the crawling pool process halfway; let attempt 2 finish."""
     from django.conf import settings
 
-    from crawls.frontier import Frontier
     from crawls.services import job_create
     from crawls.services.reaper import jobs_reap
+    from runtime.frontier import Frontier
 
     hits = tmp / "kill-hits.log"
     start = write_link_site(tmp / "kill-site", pages=pages)

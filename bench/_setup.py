@@ -83,7 +83,7 @@ def scrapy_settings_args() -> list[str]:
 
 def run_scrapy(url: str, tmp: Path, number: int, timeout: float, pages: int | None = None) -> Run:
     """Plain `scrapy runspider` of the site, or of its first `pages` pages (CLOSESPIDER_PAGECOUNT)."""
-    from crawls.scraping.outcome import job_stats
+    from runtime.bridge.outcome import job_stats
 
     stats_path, log_path = tmp / f"scrapy-{number}.json", tmp / f"scrapy-{number}.log"
     stats_path.unlink(missing_ok=True)  # a crawl that failed to write its stats must not be read as an earlier one

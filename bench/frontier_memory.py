@@ -67,8 +67,8 @@ class SyntheticCrawl:
         from scrapy.crawler import Crawler
         from scrapy.utils.reactor import install_reactor
 
-        from crawls.scraping.scheduler import FrontierScheduler
         from crawls.services.shards import frontier_settings
+        from runtime.frontier.scheduler import FrontierScheduler
 
         class Shop(Spider):
             name = "shop"
@@ -91,7 +91,7 @@ class SyntheticCrawl:
         self.peak_queue = (0, 0)  # (requests queued, bytes) at the queue's largest
 
     async def run(self) -> None:
-        from crawls.frontier.layout import QUEUE_KEYS
+        from runtime.frontier.layout import QUEUE_KEYS
 
         scheduler = self.scheduler
         scheduler.enqueue_request(make_request(self.spider, 0, 0, 0))
@@ -127,7 +127,7 @@ class SyntheticCrawl:
 def baseline(crawl: SyntheticCrawl) -> dict:
     """The layout before, written with the same requests: plain pickles in a sorted set, 12-byte fingerprints in a
     set; and what each of the codec's options takes per request."""
-    from crawls.frontier import codec, compact_fingerprint
+    from runtime.frontier import codec, compact_fingerprint
 
     client, spider = crawl.frontier.redis, crawl.spider
     fingerprinter = crawl.scheduler.df.fingerprinter

@@ -28,7 +28,7 @@ def child(count: int, bounded: bool) -> dict:
 
     import psutil
 
-    import crawls.scraping.runner as runner
+    import runtime.bridge.runner as runner
     from tests.fixtures.spiders import ManyItemsSpider
 
     if not bounded:

@@ -44,7 +44,7 @@ def captured(records: int) -> float:
     from django.conf import settings
 
     from crawls.joblog import JobLogSink, job_log_forget
-    from crawls.logcapture import JobLogCapture
+    from runtime.bridge.logcapture import JobLogCapture
 
     job_id = f"bench-{uuid.uuid4().hex[:8]}"
     capture = JobLogCapture(sink=JobLogSink(job_id=job_id, attempt=1), level=logging.DEBUG)

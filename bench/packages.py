@@ -30,9 +30,9 @@ from _setup import setup_django, start_worker, tail, unthrottle, use_bench_envir
 
 GOAL = 0.90
 MAXDEPTH = 50
-LINK_SPIDER = "crawls.scraping.spiders.link.LinkSpider"
+LINK_SPIDER = "runtime.spiders.link.LinkSpider"
 WHEEL_SPIDER = "benchlink.spiders.LinkSpider"
-LINK_MODULE = '''from crawls.scraping.spiders.link import LinkSpider as InstalledLinkSpider
+LINK_MODULE = '''from runtime.spiders.link import LinkSpider as InstalledLinkSpider
 
 
 class LinkSpider(InstalledLinkSpider):

@@ -6,7 +6,7 @@ TRAWL_RENDER_CHROMIUM (the launch arguments Trawl uses), PLAYWRIGHT_MAX_PAGES_PE
 TRAWL_RENDER_MAX_PAGES; B is the `link` scraper with `render: true`, submitted without a requester (trusted: Chromium
 connects directly); C is the same job for an ordinary requester under the private-target guard (allow-listing
 127.0.0.0/8, the site's network), whose pages connect through the crawl's guard proxy
-(crawls/scraping/rendering/proxy.py). All launch their browser inside the measured span (Trawl's closes with the job's
+(runtime/rendering/proxy.py). All launch their browser inside the measured span (Trawl's closes with the job's
 last context). Rounds alternate A B C A B C; time is crawl time as in bench/crawl.py.
 Prints pages/s, Trawl/plain (goal >= 0.85), peak memory (PSS) of each side with its browser (Scrapy or the worker's pool
 process, plus Playwright's driver and every Chromium process under it), and — for docs/rendering.md — the same Trawl
@@ -66,7 +66,7 @@ def playwright_settings_args() -> list[str]:
     """scrapy-playwright on the Chromium, launch arguments and page bound Trawl's workers use."""
     from django.conf import settings
 
-    from crawls.scraping.rendering.browser import CHROMIUM_ARGS
+    from runtime.rendering.browser import CHROMIUM_ARGS
 
     launch = {"executable_path": settings.TRAWL_RENDER_CHROMIUM, "headless": True, "args": list(CHROMIUM_ARGS)}
     handlers = {scheme: "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler" for scheme in ("http", "https")}
@@ -125,7 +125,7 @@ def run_job(url: str, worker, tmp: Path, timeout: float, *, render: bool, guarde
 
 
 def abort_module(tmp: Path) -> None:
-    """PLAYWRIGHT_ABORT_REQUEST for the plain crawl: the resource types Trawl skips (crawls/scraping/rendering)."""
+    """PLAYWRIGHT_ABORT_REQUEST for the plain crawl: the resource types Trawl skips (runtime/rendering)."""
     (tmp / "playwright_abort.py").write_text(
         "def abort_skippable(request):\n    return request.resource_type in ('image', 'font', 'media')\n"
     )

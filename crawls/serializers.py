@@ -7,12 +7,12 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from crawls.models import Batch, CrawlJob, JobScreenshot
-from crawls.scraping.inputs import config_check
-from crawls.scraping.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile
 from crawls.selectors import batch_totals
 from items.models import ItemSighting
 from project.serializers import StrictSerializer, http_url
 from registry.models import Variant
+from runtime.inputs.checks import config_check
+from runtime.inputs.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile
 
 
 def linear_regex(pattern: str) -> None:

@@ -1,5 +1,5 @@
 """The lifecycles of jobs and batches, and why a job failed. No models here: pure rules (sources.scheduling,
-crawls.scraping.outcome) use these without loading Django's app registry."""
+runtime.bridge.outcome) use these without loading Django's app registry."""
 
 from __future__ import annotations
 

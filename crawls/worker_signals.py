@@ -13,15 +13,15 @@ from celery.signals import worker_init, worker_process_init, worker_process_shut
 
 def hide_environment(**_kwargs) -> None:
     # In the main process, before the pool forks: no process of the worker lets a packaged crawl's child (same user,
-    # crawls.scraping.child_env) read the worker's secrets from its /proc/<pid>/environ.
-    from crawls.scraping.child_env import undumpable
+    # runtime.packaged.child_env) read the worker's secrets from its /proc/<pid>/environ.
+    from runtime.packaged.child_env import undumpable
 
     undumpable()
 
 
 def start_reactor(**_kwargs) -> None:
     # The reactor must be installed in the pool process itself, never in the parent that forks it.
-    from crawls.scraping.runtime import ensure_reactor
+    from runtime.bridge.reactor import ensure_reactor
 
     ensure_reactor()
 
@@ -29,7 +29,7 @@ def start_reactor(**_kwargs) -> None:
 def close_browser(**_kwargs) -> None:
     # A pool process that rendered pages closes its Chromium as it exits (a SIGKILLed one: see rendering/browser.py).
     # One that never rendered never imported the browser module (nor Playwright): nothing to close, nothing to load.
-    browser = sys.modules.get("crawls.scraping.rendering.browser")
+    browser = sys.modules.get("runtime.rendering.browser")
     if browser is not None:
         browser.browser_close()
 

@@ -8,8 +8,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from crawls.scraping.discovery import discovered
-from crawls.scraping.spiders.base import TrawlSpider
+from runtime.spiders.base import TrawlSpider
+from runtime.spiders.discovery import discovered
 
 
 def stock_of(response: Response) -> bool | None:

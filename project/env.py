@@ -92,7 +92,7 @@ CSRF_TRUSTED_ORIGINS = _list("CSRF_TRUSTED_ORIGINS", "")
 # each machine builds their environments, and where pip finds their dependencies.
 PACKAGE_DIR = os.environ.get("TRAWL_PACKAGE_DIR", str(BASE_DIR / "var" / "packages"))
 PACKAGE_MAX_BYTES = _int("TRAWL_PACKAGE_MAX_BYTES", 20 * 1024 * 1024)
-# A packaged crawl's child gets a Redis user of its own (crawls.scraping.child_redis); 0: REDIS_URL itself.
+# A packaged crawl's child gets a Redis user of its own (runtime.packaged.child_redis); 0: REDIS_URL itself.
 PACKAGE_CHILD_REDIS_ACL = _bool("TRAWL_PACKAGE_CHILD_REDIS_ACL", True)
 PACKAGE_CACHE_DIR = os.environ.get("TRAWL_PACKAGE_CACHE_DIR", str(BASE_DIR / "var" / "package-envs"))
 PACKAGE_FIND_LINKS = _list("TRAWL_PACKAGE_FIND_LINKS", "")

@@ -1,7 +1,7 @@
 """The one way a Scrapy component reads a Trawl knob a scraper, version or job may set.
 
 The crawl's own Scrapy settings win (the scraper's, then the version's, then the job's, merged by
-crawls.scraping.settings); else the project's default, which project/trawl_settings.py holds. Settings a crawl must
+runtime.settings.compose); else the project's default, which project/trawl_settings.py holds. Settings a crawl must
 not change (Trawl's Redis, the throttle switch, the egress label, the guard) are not knobs: components read those
 from django.conf only, so a spider's `custom_settings` cannot reach them.
 """

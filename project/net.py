@@ -3,7 +3,7 @@ non-admin requesters) hosts that are, or resolve to, private, loopback, link-loc
 so an API user cannot make workers reach the metadata service, Redis or the admin on the internal network.
 
 One rule (`address_allowed`) and one resolution (`host_addresses`) serve the three places that decide: submission
-(`target_check`), the crawl's guard and connections (crawls/scraping/resolver.py) and webhooks
+(`target_check`), the crawl's guard and connections (runtime/guard/resolver.py) and webhooks
 (callbacks/transport.py), each with the operator's allow-list (TRAWL_PRIVATE_TARGETS_ALLOWED).
 """
 

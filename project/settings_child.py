@@ -1,10 +1,10 @@
-"""Settings of a packaged version's crawl child process (crawls.scraping.child), never of any other process.
+"""Settings of a packaged version's crawl child process (runtime.packaged.child), never of any other process.
 
 The child runs uploaded code: it must not be able to read the worker's secrets from its settings. So this module does
 not import project.settings: no database (Django's dummy backend: any query raises ImproperlyConfigured; what Trawl's
-components ask the database goes to the parent, crawls.scraping.child_db), a SECRET_KEY made up here (nothing in the
+components ask the database goes to the parent, runtime.packaged.child_db), a SECRET_KEY made up here (nothing in the
 child signs anything), and the non-secret values its parent sent in TRAWL_CHILD_SETTINGS
-(crawls.scraping.child_env), among them a Redis URL of the child's own.
+(runtime.packaged.child_env), among them a Redis URL of the child's own.
 """
 
 from __future__ import annotations

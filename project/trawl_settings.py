@@ -34,18 +34,18 @@ TRAWL_SCRAPY_SETTINGS = {
     "CONCURRENT_ITEMS": 10,
     "USER_AGENT": "Trawl/0.1 (+https://github.com/trawl)",
     "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
-    # Scrapy's own collector without its per-call deprecation check (crawls/scraping/stats.py).
-    "STATS_CLASS": "crawls.scraping.stats.CrawlStats",
+    # Scrapy's own collector without its per-call deprecation check (runtime/bridge/stats.py).
+    "STATS_CLASS": "runtime.bridge.stats.CrawlStats",
 }
 # The runner adds its own components through these so user settings never drop them by accident.
 TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {
     # Records the longest Retry-After a site sent, so the source's next run honours it (docs/scheduling.md).
-    "crawls.scraping.retry_after.RetryAfterStats": 0,
+    "runtime.watch.retry_after.RetryAfterStats": 0,
     # Stops a crawl that got no response and no item for TRAWL_STALL_SECONDS (error class `stalled`).
-    "crawls.scraping.watchdogs.StallWatchdog": 0,
+    "runtime.watch.watchdogs.StallWatchdog": 0,
     # Stops a crawl whose error rate passed its TRAWL_MONITORS max_error_rate; counts field coverage for monitors.
-    "crawls.scraping.watchdogs.ErrorRateWatchdog": 0,
-    "crawls.scraping.watchdogs.FieldCoverage": 0,
+    "runtime.watch.watchdogs.ErrorRateWatchdog": 0,
+    "runtime.watch.watchdogs.FieldCoverage": 0,
 }
 TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     # Before Scrapy's UserAgentMiddleware (500), which only fills in a User-Agent when none is set.
@@ -59,12 +59,12 @@ TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     "throttling.requeue.PoliteRequeueMiddleware": 560,
     # Source crawls revalidate what they fetched before (ETag / Last-Modified); below DownloaderStats so a job's
     # bytes are what came over the wire. Off for ad-hoc jobs and with TRAWL_INCREMENTAL: false (docs/incremental.md).
-    "crawls.scraping.incremental.IncrementalCacheMiddleware": 840,
+    "runtime.incremental.cache.IncrementalCacheMiddleware": 840,
     # First to see each response (after the downloader), before retries and redirects: counts 403/429 and captchas.
-    "crawls.scraping.blocks.BlockDetector": 880,
+    "runtime.watch.blocks.BlockDetector": 880,
     # First to see a failed download: one that failed because Trawl's own Redis or database was away stays in the
-    # job's frontier and stops the crawl, to be fetched by the next attempt (crawls/scraping/outages.py).
-    "crawls.scraping.outages.OutageGuard": 890,
+    # job's frontier and stops the crawl, to be fetched by the next attempt (runtime/watch/outages.py).
+    "runtime.watch.outages.OutageGuard": 890,
 }
 # Incremental source crawls: on unless a scraper, version or source says TRAWL_INCREMENTAL: false. Stored pages and
 # sitemap lastmods live in Redis this long after their last use (seconds).
@@ -103,7 +103,7 @@ TRAWL_PROXY_GROUP = ""  # "" is the pool of proxies without a group; a source's 
 TRAWL_PROXY_COOLDOWN = 600  # seconds a proxy rests after a site blocked it
 TRAWL_PROXY_BAN_STATUSES = [403, 429]
 TRAWL_PROXY_BAN_MARKERS = ["g-recaptcha", "h-captcha", "cf-challenge", "captcha-delivery", "are you a robot"]
-# Captcha/challenge markers checked in every response (crawls.scraping.blocks); a scraper or version may set its own.
+# Captcha/challenge markers checked in every response (runtime.watch.blocks); a scraper or version may set its own.
 TRAWL_BLOCK_MARKERS = TRAWL_PROXY_BAN_MARKERS
 # A crawl whose responses were at least this share of blocks (403, 429, captcha pages) ends `blocked`.
 TRAWL_BLOCK_SHARE = 0.5
@@ -190,7 +190,7 @@ TRAWL_REAPER_STALE_SECONDS = env.REAPER_STALE_SECONDS
 # A job queued this long without a claim is published again (its message may be lost); at most once per this long.
 TRAWL_REAPER_QUEUED_SECONDS = env.REAPER_QUEUED_SECONDS
 TRAWL_REAPER_MAX_PER_PASS = 500  # jobs requeued/republished per pass; the rest wait for the next one
-# --- Durable, parallel crawls: the frontier in Redis (crawls/frontier.py, docs/failure-handling.md) -------------
+# --- Durable, parallel crawls: the frontier in Redis (runtime/frontier.py, docs/failure-handling.md) -------------
 TRAWL_FRONTIER_ENABLED = env.FRONTIER_ENABLED  # off: Scrapy's own in-memory scheduler (no resume, parallelism 1)
 # A shard renews its lease every third of this; a dead shard's in-flight requests return to the queue after it.
 TRAWL_FRONTIER_LEASE_SECONDS = env.FRONTIER_LEASE_SECONDS

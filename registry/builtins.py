@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 BUILTIN_SCRAPERS = {
-    "link": ("Fetch a URL and follow links (Scrapy Cluster's crawl API).", "crawls.scraping.spiders.link.LinkSpider"),
+    "link": ("Fetch a URL and follow links (Scrapy Cluster's crawl API).", "runtime.spiders.link.LinkSpider"),
     "selectors": (
         "Extract items with CSS/XPath selectors from a source's config, no code.",
-        "crawls.scraping.spiders.selectors.SelectorsSpider",
+        "runtime.spiders.selectors.SelectorsSpider",
     ),
     "sitemap": (
         "Read sitemaps and indexes (gzip too); make product sources.",
-        "crawls.scraping.spiders.sitemap.SitemapSpider",
+        "runtime.spiders.sitemap.SitemapSpider",
     ),
 }
 

@@ -88,8 +88,8 @@ def redis_cluster(directory: Path) -> Iterator[str]:
 
 def _clients_forget() -> None:
     """Drop this process's cached Redis clients (and the scripts bound to them): the next call builds them anew."""
-    from crawls.frontier import store
     from project.redis import get_redis
+    from runtime.frontier import store
 
     for cached in (get_redis, store.binary_redis, store._scripts):
         cached.cache_clear()

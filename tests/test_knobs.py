@@ -26,7 +26,7 @@ def test_the_crawls_value_wins_else_the_projects_default():
 def test_no_scrapy_component_reads_a_knob_with_its_own_fallback():
     offenders = [
         f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
-        for folder in ("crawls/scraping", "throttling")
+        for folder in ("runtime", "throttling")
         for path in sorted((ROOT / folder).rglob("*.py"))
         for text in [path.read_text()]
         for match in FALLBACK.finditer(text)

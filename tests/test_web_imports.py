@@ -20,7 +20,7 @@ response = Client(HTTP_HOST="127.0.0.1").post(
     "/api/jobs/", {"url": "http://shop.test/", "scraper": "link"}, content_type="application/json",
     HTTP_AUTHORIZATION="Token " + sys.argv[1],
 )
-runtime = ("crochet", "crawls.services.execution", "crawls.scraping.runner", "crawls.tasks")
+runtime = ("crochet", "crawls.services.execution", "runtime.bridge.runner", "crawls.tasks")
 loaded = [name for name in sys.modules if name.startswith(runtime)]
 print(json.dumps({"status": response.status_code, "id": response.json().get("id"), "loaded": sorted(loaded)}))
 """

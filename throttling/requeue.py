@@ -2,7 +2,7 @@
 connection) goes back to the job's frontier with a delay the adaptive controller chooses, instead of spending
 Scrapy's retries at once while the controller is still slowing down.
 
-The delay travels in the request's meta (`DELAY_META`); the frontier scheduler (crawls/scraping/scheduler.py) keeps
+The delay travels in the request's meta (`DELAY_META`); the frontier scheduler (runtime/frontier/scheduler.py) keeps
 the request back that long, durably and still counted as the job's work, so the job neither loses it nor ends while
 it waits. A page is re-queued at most `AdaptiveConfig.requeues` times; then, and on a rule with `adaptive: false`,
 the response goes on to Scrapy's RetryMiddleware as it would without Trawl: pages are given up for their own reasons.
@@ -89,7 +89,7 @@ class PoliteRequeueMiddleware:
         again.meta[REQUEUES_META] = requeues
         again.meta[DELAY_META] = delay
         self.stats.inc_value("throttle/requeued")
-        if why == "429":  # answered later: not a block (the job's outcome, crawls/scraping/outcome.py)
+        if why == "429":  # answered later: not a block (the job's outcome, runtime/bridge/outcome.py)
             self.stats.inc_value("throttle/requeued_429")
         logger.debug("throttle: %s answered %s; %s back to the frontier for %.1fs", host, why, request.url, delay)
         return again

@@ -17,14 +17,7 @@ from django.utils import timezone
 
 from crawls import hooks
 from crawls.cancel import cancel_requested
-from crawls.logcapture import job_log_capture, job_log_flush, job_log_level
 from crawls.models import CrawlJob, ErrorClass, JobStatus
-from crawls.scraping.children import PackageUnavailable
-from crawls.scraping.outcome import classify, job_stats
-from crawls.scraping.packaged import package_run
-from crawls.scraping.rendering.screenshots import screenshots_drain
-from crawls.scraping.runner import run_spider
-from crawls.scraping.settings import scrapy_settings_for
 from crawls.services.ingestion import ItemIngest
 from crawls.services.jobs import job_claim_fair
 from crawls.services.lifecycle import job_end, job_requeue, shard_join
@@ -37,6 +30,13 @@ from crawls.timeouts import job_timeout
 from project.errors import InfrastructureUnavailable, TrawlError
 from registry.services import version_route
 from registry.spiders import SpiderImportError, spider_load
+from runtime.bridge.logcapture import job_log_capture, job_log_flush, job_log_level
+from runtime.bridge.outcome import classify, job_stats
+from runtime.bridge.runner import run_spider
+from runtime.packaged.children import PackageUnavailable
+from runtime.packaged.run import package_run
+from runtime.rendering.screenshots import screenshots_drain
+from runtime.settings.compose import scrapy_settings_for
 
 logger = logging.getLogger("trawl.jobs")
 # Trawl's own database or Redis being unreachable or restarting: requeue the job, never blame the site.
@@ -83,7 +83,7 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     except TrawlError as exc:
         return _ended(job, ErrorClass.ROUTING, exc.message)
     # Every crawl keeps its scheduler state in the job's frontier, a packaged one too: its child process runs Trawl's
-    # scheduler against the same Redis keys (crawls.scraping.child).
+    # scheduler against the same Redis keys (runtime.packaged.child).
     frontier = Shard(job, index=shard) if settings.TRAWL_FRONTIER_ENABLED else None
     scrapy_settings = _crawl_settings(job, version, frontier=frontier)
     _log_start(job, version, worker=worker, shard=shard)

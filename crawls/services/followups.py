@@ -15,11 +15,11 @@ from typing import Any
 from django.db import transaction
 
 from crawls import hooks
-from crawls.frontier import frontier_delete
 from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.publish import publish_batch_finalize
 from crawls.webhooks import job_event_emit
 from registry.services import version_rollback_check
+from runtime.frontier import frontier_delete
 
 logger = logging.getLogger("trawl.jobs")
 

@@ -16,14 +16,14 @@ from typing import Any
 from django.conf import settings
 
 from access.tenancy import job_tenant_id
-from crawls.frontier.bounded import RecentSet
 from crawls.models import CrawlJob
-from crawls.scraping.discovery import is_discovered
-from crawls.scraping.outcome import job_stats
-from crawls.scraping.runner import CrawlSession, live_stats
 from crawls.services.shards import Shard
 from items.ingestion import Ingestion
 from items.services import item_fingerprint, items_upsert
+from runtime.bridge.outcome import job_stats
+from runtime.bridge.runner import CrawlSession, live_stats
+from runtime.frontier.bounded import RecentSet
+from runtime.spiders.discovery import is_discovered
 
 SCRAPY_STATS_SECONDS = 0.5  # how often a frontier crawl reads Scrapy's stats to record with its stored items
 # Item fingerprints a crawl remembers having counted. One forgotten and met again is upserted again (unchanged) and

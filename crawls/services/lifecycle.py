@@ -24,13 +24,13 @@ from django.utils import timezone
 
 from access.models import Requester
 from crawls.fairshare import jobs_admit
-from crawls.logcapture import job_log_flush
 from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl, publish_crawls
 from crawls.services.followups import jobs_followups, source_feedback
 from crawls.services.validation import JobSpecsInvalid, SpecChecker
 from project.redis import get_redis, hash_tag, redis_key
 from registry.models import Scraper
+from runtime.bridge.logcapture import job_log_flush
 
 logger = logging.getLogger("trawl.jobs")
 

@@ -26,14 +26,14 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.utils import timezone
 
 from crawls.cancel import cancel_requested
-from crawls.frontier import FrontierLost
 from crawls.models import CrawlJob, JobStatus
 from crawls.progress import PROGRESS_SECONDS, progress_store
-from crawls.scraping.outcome import job_stats
-from crawls.scraping.runner import CrawlSession, live_stats
 from crawls.services.ingestion import ItemIngest
 from crawls.services.shards import Shard
 from crawls.shutdown import shutdown_requested
+from runtime.bridge.outcome import job_stats
+from runtime.bridge.runner import CrawlSession, live_stats
+from runtime.frontier import FrontierLost
 
 logger = logging.getLogger("trawl.jobs")
 # Trawl's own database or Redis being unreachable, locked or restarting: never the site's fault. Not IntegrityError

@@ -14,11 +14,11 @@ from typing import Any
 from django.conf import settings
 
 from crawls.models import CrawlJob, ErrorClass, JobStatus
-from crawls.scraping.outcome import CrawlVerdict
-from crawls.scraping.watchdogs import ERROR_RATE_REASON, STALLED_REASON
 from project.errors import TrawlError
 from registry.models import ScraperVersion
 from registry.monitors import FIELD, Breach, coverage, monitors_check, monitors_parse
+from runtime.bridge.outcome import CrawlVerdict
+from runtime.watch.watchdogs import ERROR_RATE_REASON, STALLED_REASON
 
 logger = logging.getLogger("trawl.monitors")
 UNCHECKED = (ErrorClass.CANCELLED, ErrorClass.WORKER_LOST, ErrorClass.TIMEOUT)

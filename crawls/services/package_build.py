@@ -1,15 +1,15 @@
 """On a crawl worker: build an uploaded version's environment and check its spider there, then record the verdict.
 
-Worker-only (it starts the package's child process, crawls.scraping.children); the web publishes
+Worker-only (it starts the package's child process, runtime.packaged.children); the web publishes
 `registry.tasks.build_package` by name (registry.publish), and crawls.tasks runs it under that name.
 """
 
 from __future__ import annotations
 
-from crawls.scraping.children import PackageUnavailable, package_check
 from registry.models import PackageStatus, ScraperVersion
 from registry.packages.envs import env_of
 from registry.services.packages import version_package_record
+from runtime.packaged.children import PackageUnavailable, package_check
 
 
 def version_package_build(*, version_id: int) -> str:

@@ -1,4 +1,4 @@
-"""Storing the screenshots a rendered crawl took (crawls/scraping/rendering/screenshots.py) with its job."""
+"""Storing the screenshots a rendered crawl took (runtime/rendering/screenshots.py) with its job."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 
 from crawls.models import CrawlJob, JobScreenshot
-from crawls.scraping.rendering.screenshots import Screenshot
+from runtime.rendering.screenshots import Screenshot
 
 
 def job_screenshots_store(*, job: CrawlJob, taken: list[Screenshot]) -> int:

@@ -2,13 +2,13 @@
 
 A job with `parallelism: N` runs as N `run_crawl` tasks of one attempt: shard 0 claims the job (queued → running)
 and publishes shards 1..N-1, which join while the job is running at that attempt (claim and join are
-crawls.services.lifecycle's). Every shard crawls from the job's frontier in Redis (crawls.frontier). A shard that
+crawls.services.lifecycle's). Every shard crawls from the job's frontier in Redis (runtime.frontier). A shard that
 finds the queue empty and nothing in flight anywhere leaves; the last to leave ends the job through `job_end`, with
 the stats of every shard of every attempt summed. Any other way a shard stops (cancel, timeout, a watchdog, a
 crash) ends the job for all: the others see it at their next heartbeat.
 
 Shard 0 opens the frontier before it publishes the others: it joins the frontier an earlier attempt left, or creates
-a fresh one (a new epoch, crawls.frontier.leases) when there is none, say after Redis lost it; the crawl then starts
+a fresh one (a new epoch, runtime.frontier.leases) when there is none, say after Redis lost it; the crawl then starts
 again from its start URL. The other shards only join: one that finds no frontier never recreates it while the rest
 still work. A shard that finds its frontier lost raises FrontierLost, and the job is requeued to start again.
 """
@@ -20,15 +20,15 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from crawls.frontier import Frontier, FrontierLost
 from crawls.models import CrawlJob
 from crawls.publish import publish_shards
 from crawls.services.lifecycle import job_requeue
+from runtime.frontier import Frontier, FrontierLost
 
 logger = logging.getLogger("trawl.jobs")
 
-SCHEDULER = "crawls.scraping.scheduler.FrontierScheduler"
-DUPEFILTER = "crawls.scraping.scheduler.FrontierDupeFilter"
+SCHEDULER = "runtime.frontier.scheduler.FrontierScheduler"
+DUPEFILTER = "runtime.frontier.scheduler.FrontierDupeFilter"
 SAMPLE_KEEP = 5  # list values (invalid_sample) kept when summing
 FINAL = "final"  # in a shard's progress snapshot once its crawl is over
 FINAL_WAIT_SECONDS = 5.0  # how long the last shard waits for the others' final numbers (a dead one never sends them)

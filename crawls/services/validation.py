@@ -11,11 +11,11 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from access.models import Requester
-from crawls.scraping.inputs import options_check
-from crawls.scraping.patterns import PatternError
 from project.errors import TrawlError
 from project.net import target_check
 from registry.models import Scraper, ScraperVersion, Variant
+from runtime.inputs.checks import options_check
+from runtime.inputs.patterns import PatternError
 from throttling.services import throttle_check_url
 
 # What a job spec may carry; `source` only from Trawl's own code (the API's serializers refuse it).
@@ -40,7 +40,7 @@ def validate_crawl_url(url: str, *, field: str = "url") -> str:
 
 def job_options_validate(options: Any) -> None:
     """A job's options as its spider will run them: regexes on RE2 (linear time), selectors without extension
-    functions (crawls/scraping/inputs.py, which the spiders use too). Raises TrawlError naming `options` and the key."""
+    functions (runtime/inputs/checks.py, which the spiders use too). Raises TrawlError naming `options` and the key."""
     try:
         options_check(options)
     except PatternError as exc:

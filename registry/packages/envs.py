@@ -182,7 +182,7 @@ def _run(command: list[str], *, what: str) -> str:
 
 def _build_environment() -> dict[str, str]:
     """venv and pip get what they need of the worker's environment (pip's own configuration, proxies, certificates),
-    not its secrets: an allow-list, like a packaged crawl's child (crawls.scraping.child_env)."""
+    not its secrets: an allow-list, like a packaged crawl's child (runtime.packaged.child_env)."""
     kept = {name: value for name, value in os.environ.items() if name in BUILD_ENV or name.startswith("PIP_")}
     return {**kept, "PIP_REQUIRE_VIRTUALENV": "0"}
 

@@ -1,6 +1,6 @@
 """Turning the links a discovery job found into sources: deduplicated, inheriting the parent's scraper and config.
 
-A spider reports a link with `crawls.scraping.discovery.discovered(url)`. The parent's config may steer what the
+A spider reports a link with `runtime.spiders.discovery.discovered(url)`. The parent's config may steer what the
 children get through `children`: {"scraper", "config", "kind", "strategy", "priority", "refresh_interval",
 "min_interval", "max_interval", "allowed_domains"}; without it they inherit everything from the parent.
 """
@@ -15,9 +15,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from crawls.models import CrawlJob
-from crawls.scraping.retry_after import RETRY_AFTER_STAT
-from crawls.scraping.spiders.link import host_allowed
 from registry.models import Scraper
+from runtime.spiders.link import host_allowed
+from runtime.watch.retry_after import RETRY_AFTER_STAT
 from sources.models import Source, SourceKind, SourceStrategy
 from sources.scheduling import clamp
 

@@ -16,12 +16,12 @@ from django.utils import timezone
 
 from access.models import Requester
 from crawls.models import ACTIVE_STATUSES, CrawlJob
-from crawls.scraping.inputs import config_check
-from crawls.scraping.patterns import PatternError
 from crawls.services.jobs import job_create
 from crawls.services.validation import validate_crawl_url
 from project.errors import TrawlError
 from registry.models import Scraper
+from runtime.inputs.checks import config_check
+from runtime.inputs.patterns import PatternError
 from sources.models import Source, SourceKind, SourceStrategy, validate_timezone
 from sources.scheduling import clamp
 from sources.services.dispatch import DISPATCH_LEASE, sources_dispatch_due  # noqa: F401 (re-exported)

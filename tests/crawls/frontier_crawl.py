@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from crawls.frontier import Frontier
 from crawls.services.shards import frontier_settings
+from runtime.frontier import Frontier
 
 
 def link_crawl(url: str, *, on_tick: Callable[[Any], str], tick_seconds: float) -> Any:
     """`run_spider` on the `link` spider from `url`, one request at a time, following links 50 deep: the result."""
-    from crawls.scraping.runner import run_spider
-    from crawls.scraping.spiders.link import LinkSpider
+    from runtime.bridge.runner import run_spider
+    from runtime.spiders.link import LinkSpider
 
     crawl, _ = run_spider(
         spider_cls=LinkSpider,
@@ -32,10 +32,10 @@ def job_link_crawl(url: str) -> Any:
     import uuid
 
     from crawls.models import CrawlJob
-    from crawls.scraping.runner import run_spider
-    from crawls.scraping.settings import scrapy_settings_for
-    from crawls.scraping.spiders.link import LinkSpider
     from registry.models import Scraper, ScraperVersion
+    from runtime.bridge.runner import run_spider
+    from runtime.settings.compose import scrapy_settings_for
+    from runtime.spiders.link import LinkSpider
 
     job_id = uuid.uuid4().hex
     version = ScraperVersion(scraper=Scraper(name="link", settings={}), settings={}, version="1")

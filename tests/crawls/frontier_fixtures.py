@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawls.frontier import Frontier
+from runtime.frontier import Frontier
 
 
 @pytest.fixture

@@ -225,7 +225,7 @@ def test_unknown_job_id_is_404(api):
 def test_non_builtin_scraper_with_default_version_is_accepted(api, builtins):
     scraper = Scraper.objects.create(name="demo_shop")
     ScraperVersion.objects.create(
-        scraper=scraper, version="1.2.0", spider="crawls.scraping.spiders.link.LinkSpider", is_default=True
+        scraper=scraper, version="1.2.0", spider="runtime.spiders.link.LinkSpider", is_default=True
     )
 
     response = api.post("/api/jobs/", {"url": GOOD_URL, "scraper": "demo_shop"}, format="json")

@@ -1,4 +1,4 @@
-"""crawls/scraping/handlers.py in a real crawl (its own process, Scrapy on the asyncio reactor through crochet): an
+"""runtime/guard/handlers.py in a real crawl (its own process, Scrapy on the asyncio reactor through crochet): an
 https site whose name rebinds from an allowed address to a private one. Every request, robots.txt included, reaches
 the allowed twin with the name as SNI; the private twin on the same port sees nothing."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import os
 
-from crawls.scraping.enforced import GUARD, GUARD_ORDER
-from crawls.scraping.schemes import HTTP_DOWNLOAD_HANDLERS
+from runtime.guard.schemes import HTTP_DOWNLOAD_HANDLERS
+from runtime.settings.enforced import GUARD, GUARD_ORDER
 from tests.security.nameserver import NameServer, self_signed, twin_listeners
 from tests.workers import last_json_line, script_run
 
@@ -17,8 +17,8 @@ import json, os, sys
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.scraping.runner import run_spider
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.bridge.runner import run_spider
+from runtime.spiders.link import LinkSpider
 
 url, settings = sys.argv[1], json.loads(sys.argv[2])
 crawl, _ = run_spider(

@@ -1,5 +1,5 @@
 """Trawl's pins against the spider: custom_settings, from_crawler and add-ons cannot remove, reorder or disable Trawl's
-components or its enforced settings (crawls/scraping/enforced.py). End to end: tests/security/test_custom_settings.py.
+components or its enforced settings (runtime/settings/enforced.py). End to end: tests/security/test_custom_settings.py.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from scrapy.utils.conf import build_component_list
 
 from access.services import token_issue
 from crawls.models import CrawlJob
-from crawls.scraping.enforced import ENFORCED_PRIORITY, Pins, TrawlCrawler, pins_apply, pins_broken
-from crawls.scraping.schemes import HTTP_DOWNLOAD_HANDLERS
-from crawls.scraping.settings import scrapy_settings_for
 from crawls.services.shards import frontier_settings
 from registry.models import Scraper, ScraperVersion
+from runtime.guard.schemes import HTTP_DOWNLOAD_HANDLERS
+from runtime.settings.compose import scrapy_settings_for
+from runtime.settings.enforced import ENFORCED_PRIORITY, Pins, TrawlCrawler, pins_apply, pins_broken
 from tests.fixtures.hostile import BLOCKS, GATE, GUARD, STRIPPING_SETTINGS, THROTTLE, SettingsStrippingSpider
 
 pytestmark = pytest.mark.django_db
 
-HANDOFF = "crawls.scraping.handoff.ItemHandoff"
+HANDOFF = "runtime.bridge.handoff.ItemHandoff"
 OWN_MIDDLEWARE = "myproject.middlewares.OwnMiddleware"
 
 
@@ -53,10 +53,10 @@ def test_a_spiders_custom_settings_keep_every_trawl_component_in_its_place(compo
     assert middlewares.index(GUARD) < middlewares.index(THROTTLE) < middlewares.index(BLOCKS)
     assert settings.getwithbase("DOWNLOADER_MIDDLEWARES")[THROTTLE] == 800
     assert set(enabled(settings, "EXTENSIONS")) >= {
-        "crawls.scraping.watchdogs.StallWatchdog",
-        "crawls.scraping.watchdogs.ErrorRateWatchdog",
-        "crawls.scraping.watchdogs.FieldCoverage",
-        "crawls.scraping.retry_after.RetryAfterStats",
+        "runtime.watch.watchdogs.StallWatchdog",
+        "runtime.watch.watchdogs.ErrorRateWatchdog",
+        "runtime.watch.watchdogs.FieldCoverage",
+        "runtime.watch.retry_after.RetryAfterStats",
     }
     assert HANDOFF in enabled(settings, "ITEM_PIPELINES")
     assert pins_broken(settings, crawler.pins) == ""
@@ -74,8 +74,8 @@ def test_a_spider_gets_no_other_scheme_no_telnet_no_trawl_knob_of_its_own(compos
     assert settings.getbool("TRAWL_GUARD_PRIVATE_TARGETS") is True
     assert settings.getlist("TRAWL_PRIVATE_TARGETS_ALLOWED") == composed["TRAWL_PRIVATE_TARGETS_ALLOWED"]
     assert "TRAWL_STALL_SECONDS" not in settings  # the project's default applies, not the spider's 0
-    assert settings["SCHEDULER"] == "crawls.scraping.scheduler.FrontierScheduler"
-    assert settings["STATS_CLASS"] == "crawls.scraping.stats.CrawlStats"
+    assert settings["SCHEDULER"] == "runtime.frontier.scheduler.FrontierScheduler"
+    assert settings["STATS_CLASS"] == "runtime.bridge.stats.CrawlStats"
     assert settings.getdict("FEEDS") == {}  # admins set FEEDS; a spider writes no file on the worker
 
 

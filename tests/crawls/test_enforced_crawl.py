@@ -1,4 +1,4 @@
-"""Trawl's pins in a real crawl (crawls/scraping/enforced.py through run_spider): what a spider's from_crawler changes
+"""Trawl's pins in a real crawl (runtime/settings/enforced.py through run_spider): what a spider's from_crawler changes
 is undone before the components are built, and what an add-on forces above every priority stops the crawl, named.
 
 Run in a subprocess of its own: the reactor is process-wide and the test process must not own one.
@@ -15,9 +15,9 @@ import json, os, sys
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.scraping.runner import run_spider
-from crawls.scraping.spiders.link import LinkSpider
-from crawls.scraping.spiders.selectors import SelectorsSpider
+from runtime.bridge.runner import run_spider
+from runtime.spiders.link import LinkSpider
+from runtime.spiders.selectors import SelectorsSpider
 from tests.fixtures import hostile
 
 url, marker = sys.argv[1], sys.argv[2]

@@ -1,4 +1,4 @@
-"""The frontier's compact layout in the real Redis (crawls.frontier.layout, codec, bounded): every Request field Trawl
+"""The frontier's compact layout in the real Redis (runtime.frontier.layout, codec, bounded): every Request field Trawl
 uses survives the codec and a trip through the queue; the bucketed seen-set never answers a false "seen"; chunks keep
 priorities and first-in-first-out; kept-back, reclaimed and released requests come back; a frontier written in the
 old layout (a job that resumes after the upgrade) keeps its queue and seen-set; the per-process sets stay bounded."""
@@ -14,9 +14,9 @@ import pytest
 from scrapy import FormRequest, Request, Spider
 from scrapy_playwright.page import PageMethod
 
-from crawls.frontier import FINGERPRINT_BYTES, Frontier, binary_redis, codec
-from crawls.frontier.bounded import RecentSet
-from crawls.frontier.layout import CHUNK_BYTES
+from runtime.frontier import FINGERPRINT_BYTES, Frontier, binary_redis, codec
+from runtime.frontier.bounded import RecentSet
+from runtime.frontier.layout import CHUNK_BYTES
 
 pytestmark = pytest.mark.django_db
 
@@ -204,7 +204,7 @@ def test_a_recent_set_stays_bounded_and_only_forgets():
 
 
 def test_a_commit_sent_again_with_its_token_is_applied_once(frontier):
-    # A retry after a lost reply (crawls.scraping.patient): the first try was applied, the second must not be.
+    # A retry after a lost reply (runtime.frontier.patient): the first try was applied, the second must not be.
     batch = {"requests": [(b"a", 0, b"\x07" * FINGERPRINT_BYTES), (b"b", 0, None)], "items": [b"{}"], "take": 1}
     first = frontier.commit(**batch, token=b"token-1")
     again = frontier.commit(**batch, token=b"token-1")

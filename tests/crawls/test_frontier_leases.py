@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from crawls.frontier import Frontier
+from runtime.frontier import Frontier
 from tests.crawls import frontier_fixtures
 from tests.workers import last_json_line, script_run
 
@@ -113,9 +113,9 @@ import json, os, sys, time, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.frontier import Frontier
-from crawls.scraping.runner import run_spider
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.frontier import Frontier
+from runtime.bridge.runner import run_spider
+from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job, block = sys.argv[1], uuid.uuid4().hex, float(sys.argv[2])

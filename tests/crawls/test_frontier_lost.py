@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from crawls.frontier import FINGERPRINT_BYTES, Frontier, FrontierEnded, FrontierLost, binary_redis, frontier_delete
 from crawls.services.lifecycle import job_claim, job_requeue
 from crawls.services.shards import Shard
+from runtime.frontier import FINGERPRINT_BYTES, Frontier, FrontierEnded, FrontierLost, binary_redis, frontier_delete
 from tests.crawls import frontier_fixtures
 from tests.workers import last_json_line, script_run
 
@@ -122,9 +122,9 @@ import json, os, sys, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.frontier import Frontier, FrontierLost, binary_redis
-from crawls.scraping.runner import run_spider
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.frontier import Frontier, FrontierLost, binary_redis
+from runtime.bridge.runner import run_spider
+from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job = sys.argv[1], uuid.uuid4().hex

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from crawls.frontier import FINGERPRINT_BYTES, Frontier, binary_redis, frontier_delete
 from crawls.services.shards import stats_sum
+from runtime.frontier import FINGERPRINT_BYTES, Frontier, binary_redis, frontier_delete
 from tests.crawls import frontier_fixtures
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Items reach Trawl through its last item pipeline (crawls.scraping.handoff); a frontier shard rebuilds only the
+"""Items reach Trawl through its last item pipeline (runtime.bridge.handoff); a frontier shard rebuilds only the
 requests it did not keep. Each crawl runs in a subprocess of its own: the reactor is process-wide."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from scrapy.exceptions import DropItem
-from crawls.frontier import Frontier
-from crawls.scraping import scheduler
-from crawls.scraping.runner import run_spider
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.frontier import Frontier
+from runtime.frontier import scheduler
+from runtime.bridge.runner import run_spider
+from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 class DropProducts:
@@ -62,8 +62,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from scrapy.crawler import CrawlerProcess
-from crawls.frontier import Frontier
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.frontier import Frontier
+from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings
 
 url, job = sys.argv[1], uuid.uuid4().hex
@@ -99,12 +99,12 @@ def test_items_dropped_by_a_spider_s_pipeline_are_never_stored_and_each_page_is_
 def test_a_frontier_crawl_without_the_handoff_refuses_to_start(site, redis_server):
     done = run_script(WITHOUT_HANDOFF, f"{site.url}/index.html", redis_server)
 
-    assert "FrontierScheduler needs crawls.scraping.handoff.ItemHandoff in ITEM_PIPELINES" in done.stderr
+    assert "FrontierScheduler needs runtime.bridge.handoff.ItemHandoff in ITEM_PIPELINES" in done.stderr
     assert "responses 0" in done.stdout
 
 
 def test_the_handoff_joins_the_base_pipelines_given_as_a_dict_or_as_json_and_leaves_the_version_s_alone():
-    from crawls.scraping.handoff import HANDOFF, HANDOFF_ORDER, with_item_handoff
+    from runtime.bridge.handoff import HANDOFF, HANDOFF_ORDER, with_item_handoff
 
     for declared in ({"shop.pipelines.Base": 100, HANDOFF: 1}, '{"shop.pipelines.Base": 100}'):
         merged = with_item_handoff({"ITEM_PIPELINES_BASE": declared, "ITEM_PIPELINES": {"shop.pipelines.Clean": 300}})
@@ -118,7 +118,7 @@ def test_an_item_reaches_trawl_as_a_new_plain_dict_whatever_its_kind():
 
     import scrapy
 
-    from crawls.scraping.handoff import as_plain_dict
+    from runtime.bridge.handoff import as_plain_dict
 
     class Product(scrapy.Item):
         name = scrapy.Field()

@@ -10,7 +10,8 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from crawls.scraping.incremental import (
+from project.redis import get_redis
+from runtime.incremental.cache import (
     SCOPE_SETTING,
     AlwaysRevalidatePolicy,
     IncrementalCacheMiddleware,
@@ -18,9 +19,8 @@ from crawls.scraping.incremental import (
     response_dumps,
     response_loads,
 )
-from crawls.scraping.lastmod import LastmodMemory, lastmod_value
-from crawls.scraping.settings import scrapy_settings_for
-from project.redis import get_redis
+from runtime.incremental.lastmod import LastmodMemory, lastmod_value
+from runtime.settings.compose import scrapy_settings_for
 
 URL = "http://shop.test/list-1.html"
 VALIDATED = {"ETag": '"abc"', "Last-Modified": "Mon, 23 Nov 2026 09:00:00 GMT", "Content-Type": "text/html"}

@@ -9,7 +9,7 @@ import pytest
 from scrapy.exceptions import CloseSpider
 from scrapy.http import Request, Response
 
-from crawls.scraping.spiders.link import LinkSpider, host_allowed, parse_cookie
+from runtime.spiders.link import LinkSpider, host_allowed, parse_cookie
 from tests.crawls.spider_pages import START, page, run
 
 

@@ -37,10 +37,10 @@ import json, os, sys, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.frontier import Frontier, codec
-from crawls.scraping.runner import live_stats, run_spider
-from crawls.scraping.settings import with_trawl_components
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.frontier import Frontier, codec
+from runtime.bridge.runner import live_stats, run_spider
+from runtime.settings.compose import with_trawl_components
+from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, folder, comes_back = sys.argv[1], sys.argv[2], sys.argv[3] == "comes-back"

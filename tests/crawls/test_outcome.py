@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawls.scraping.outcome import classify, job_stats
+from runtime.bridge.outcome import classify, job_stats
 
 
 def scrapy_stats(*, statuses=None, robots=None, exceptions=None, **extra) -> dict:
@@ -248,7 +248,7 @@ def test_the_blocked_share_is_a_setting():
 def test_the_detector_counts_captchas_on_every_response_proxy_or_not():
     from scrapy.http import HtmlResponse, Request
 
-    from crawls.scraping.blocks import BlockDetector
+    from runtime.watch.blocks import BlockDetector
 
     class Stats(dict):
         def inc_value(self, key, count=1):

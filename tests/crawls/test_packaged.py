@@ -1,4 +1,4 @@
-"""A packaged version's crawl, run in its child process by the task thread's loop (crawls.scraping.packaged)."""
+"""A packaged version's crawl, run in its child process by the task thread's loop (runtime.packaged.run)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from crawls.frontier import Frontier
-from crawls.scraping.child_db import CallScope, db_call_answer
-from crawls.scraping.child_env import child_environment
-from crawls.scraping.child_redis import (
+from project.redis import get_redis
+from runtime.bridge.runner import CrawlSession
+from runtime.frontier import Frontier
+from runtime.packaged.child_db import CallScope, db_call_answer
+from runtime.packaged.child_env import child_environment
+from runtime.packaged.child_redis import (
     ChildRedis,
     _user_prefix,
     child_redis_grant,
@@ -26,17 +28,15 @@ from crawls.scraping.child_redis import (
     child_redis_revoke,
     child_redis_sweep,
 )
-from crawls.scraping.children import child_discard, child_for
-from crawls.scraping.packaged import _relog, _screenshot_keep, run_packaged
-from crawls.scraping.rendering.screenshots import (
+from runtime.packaged.children import child_discard, child_for
+from runtime.packaged.run import _relog, _screenshot_keep, run_packaged
+from runtime.rendering.screenshots import (
     SCREENSHOT_MAX_BYTES,
     Screenshot,
     screenshot_fields,
     screenshot_received,
 )
-from crawls.scraping.runner import CrawlSession
-from crawls.scraping.settings import with_trawl_components
-from project.redis import get_redis
+from runtime.settings.compose import with_trawl_components
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
 from throttling.models import Proxy
@@ -109,7 +109,7 @@ def test_a_packaged_rendering_crawl_hands_its_screenshots_to_the_worker(tmp_path
     crawls/services/execution.py, as an in-process crawl's)."""
     version = packaged(tmp_path, dep="1.0")
     asked = {"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False, "TRAWL_RENDER": "always"}
-    asked.update(TRAWL_RENDER_SCREENSHOTS=1, TRAWL_RENDER_SCREENSHOTS_MAX=10)  # as crawls.scraping.settings merges them
+    asked.update(TRAWL_RENDER_SCREENSHOTS=1, TRAWL_RENDER_SCREENSHOTS_MAX=10)  # as runtime.settings.compose merges them
     crawl, session = crawl_product_page(version, site, asked)
 
     assert crawl.finish_reason == "finished", crawl
@@ -183,7 +183,7 @@ def test_the_child_environment_and_settings_are_allow_listed(monkeypatch, settin
 
 def test_a_worker_process_becomes_undumpable():
     """Non-dumpable, its /proc/<pid>/environ is not readable by a process of its user without CAP_SYS_PTRACE."""
-    code = "import ctypes; from crawls.scraping.child_env import undumpable; undumpable(); "
+    code = "import ctypes; from runtime.packaged.child_env import undumpable; undumpable(); "
     code += "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"  # PR_GET_DUMPABLE
     done = subprocess.run([sys.executable, "-c", code], cwd=settings.BASE_DIR, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

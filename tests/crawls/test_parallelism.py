@@ -134,8 +134,8 @@ def test_a_shard_leaving_to_the_last_one_has_written_its_whole_log_before_its_fi
     import logging
 
     from crawls.joblog import job_log_lines
-    from crawls.logcapture import job_log_capture
     from crawls.services.execution import shard_leave
+    from runtime.bridge.logcapture import job_log_capture
 
     settings.TRAWL_JOB_LOG_FLUSH_SECONDS = 3600  # only an explicit flush writes the log during this test
     job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()

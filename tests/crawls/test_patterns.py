@@ -8,14 +8,14 @@ from django.core.management import CommandError, call_command
 from scrapy.http import HtmlResponse, Request
 
 from crawls.models import CrawlJob
-from crawls.scraping.inputs import config_check, options_check
-from crawls.scraping.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile, patterns_compile
-from crawls.scraping.spiders.link import LinkSpider
-from crawls.scraping.spiders.selectors import SelectorsSpider
-from crawls.scraping.spiders.sitemap import SitemapSpider
 from crawls.services import job_create
 from crawls.services.batches import batch_create
 from project.errors import TrawlError
+from runtime.inputs.checks import config_check, options_check
+from runtime.inputs.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile, patterns_compile
+from runtime.spiders.link import LinkSpider
+from runtime.spiders.selectors import SelectorsSpider
+from runtime.spiders.sitemap import SitemapSpider
 from sources.models import Source
 from sources.services.sources import source_create
 

@@ -21,7 +21,7 @@ app.loader.import_default_modules()
 from celery.signals import worker_process_init
 worker_process_init.send(sender=None)
 from scrapy.utils.test import get_crawler
-from crawls.scraping.rendering.dispatch import RenderOnDemandDownloadHandler
+from runtime.rendering.dispatch import RenderOnDemandDownloadHandler
 from tests.crawls.frontier_crawl import job_link_crawl
 
 def loaded():

@@ -1,4 +1,4 @@
-"""crawls/scraping/rendering's rules, without a browser: which requests render, and what a rendered page may fetch
+"""runtime/rendering's rules, without a browser: which requests render, and what a rendered page may fetch
 (the e2e tests run them in Chromium: tests/e2e/test_render_e2e.py, tests/security/test_render_guard.py)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from crawls.scraping.rendering.dispatch import render_wanted
-from crawls.scraping.rendering.subrequests import SubrequestRule
-from crawls.scraping.resolver import CrawlResolver
+from runtime.guard.resolver import CrawlResolver
+from runtime.rendering.dispatch import render_wanted
+from runtime.rendering.subrequests import SubrequestRule
 
 
 @pytest.mark.parametrize(
@@ -69,7 +69,7 @@ def test_a_rendered_download_chromium_never_answers_ends_as_a_download_timeout(m
     from scrapy.utils.test import get_crawler
     from twisted.internet.error import TimeoutError as DownloadTimeout
 
-    from crawls.scraping.rendering import dispatch
+    from runtime.rendering import dispatch
 
     monkeypatch.setattr(dispatch, "RENDER_SLACK_SECONDS", 0.1)
     handler = dispatch.RenderOnDemandDownloadHandler.__new__(dispatch.RenderOnDemandDownloadHandler)

@@ -1,4 +1,4 @@
-"""crawls/scraping/resolver.py: the guard and the connection share one answer per host, and an answer resolved
+"""runtime/guard/resolver.py: the guard and the connection share one answer per host, and an answer resolved
 afresh is judged again before anything connects to it. Against a real DNS server on 127.0.0.1."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from twisted.internet.interfaces import IReactorPluggableNameResolver
 
-from crawls.scraping import resolver as resolver_module
-from crawls.scraping.resolver import CheckedNameResolver, CrawlResolver, ResolvingReactor
+from runtime.guard import resolver as resolver_module
+from runtime.guard.resolver import CheckedNameResolver, CrawlResolver, ResolvingReactor
 from tests.security.nameserver import NameServer
 
 

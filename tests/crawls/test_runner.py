@@ -77,9 +77,9 @@ import os, sys, time, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.frontier import Frontier
-from crawls.scraping.runner import run_spider
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.frontier import Frontier
+from runtime.bridge.runner import run_spider
+from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job = sys.argv[1], uuid.uuid4().hex
@@ -118,10 +118,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from scrapy import Request
-from crawls.frontier import Frontier
-from crawls.scraping import scheduler
-from crawls.scraping.runner import run_spider
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.frontier import Frontier
+from runtime.frontier import scheduler
+from runtime.bridge.runner import run_spider
+from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 # An idle shard looks at the frontier again only at Scrapy's own heartbeat (5 s), never at this poll.
@@ -193,7 +193,7 @@ def test_the_item_queue_is_bounded_and_the_reactor_waits_for_room():
     """A crawl faster than the database must not buffer itself in memory: the reactor's item handler waits."""
     import threading
 
-    from crawls.scraping.runner import ITEM_QUEUE_MAX, CrawlSession
+    from runtime.bridge.runner import ITEM_QUEUE_MAX, CrawlSession
 
     session = CrawlSession()
     for number in range(ITEM_QUEUE_MAX):
@@ -217,8 +217,8 @@ import json, os, sys, time
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.scraping.runner import REACTOR_HOLD_MAX_SECONDS, live_stats
-from crawls.scraping.runtime import ensure_reactor
+from runtime.bridge.runner import REACTOR_HOLD_MAX_SECONDS, live_stats
+from runtime.bridge.reactor import ensure_reactor
 from tests.crawls.frontier_crawl import link_crawl
 
 ensure_reactor()
@@ -264,7 +264,7 @@ def test_the_reactor_waits_while_the_task_thread_ticks_but_never_longer_than_the
 
 
 def test_a_tick_does_not_wait_for_a_reactor_that_may_be_waiting_for_room_in_the_item_queue():
-    from crawls.scraping.runner import ITEM_QUEUE_MAX, CrawlSession, reactor_held
+    from runtime.bridge.runner import ITEM_QUEUE_MAX, CrawlSession, reactor_held
 
     session = CrawlSession()
     session.crawler = object()  # a crawl is running

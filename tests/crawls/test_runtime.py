@@ -11,7 +11,7 @@ from tests.workers import BASE_DIR, last_json_line, script_run
 
 CYCLES = """
 import gc, weakref
-from crawls.scraping.runtime import tune_gc
+from runtime.bridge.reactor import tune_gc
 
 tune_gc()
 freed, passes = [], []
@@ -47,13 +47,13 @@ UNUSED = sys.argv[2:]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from crawls.scraping.runtime import ensure_reactor
+from runtime.bridge.reactor import ensure_reactor
 ensure_reactor()  # what a pool process does as it starts (worker_process_init)
-from crawls.frontier import Frontier
+from runtime.frontier import Frontier
 from crawls.models import CrawlJob
-from crawls.scraping.runner import run_spider
-from crawls.scraping.settings import scrapy_settings_for
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.bridge.runner import run_spider
+from runtime.settings.compose import scrapy_settings_for
+from runtime.spiders.link import LinkSpider
 from crawls.services.shards import frontier_settings
 from registry.models import Scraper, ScraperVersion
 from tests.crawls.frontier_crawl import job_link_crawl  # imports nothing more than the lines above

@@ -1,4 +1,4 @@
-"""Only http and https leave a crawl (crawls/scraping/schemes.py); the job counts what was refused. End to end:
+"""Only http and https leave a crawl (runtime/guard/schemes.py); the job counts what was refused. End to end:
 tests/security/test_schemes.py."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from scrapy import Request
 from scrapy.http import Response
 from scrapy.settings import Settings
 
-from crawls.scraping.outcome import classify, job_stats
-from crawls.scraping.schemes import SchemeGate, SchemeRefused, allowed_schemes
-from crawls.scraping.stats import CrawlStats
+from runtime.bridge.outcome import classify, job_stats
+from runtime.bridge.stats import CrawlStats
+from runtime.guard.schemes import SchemeGate, SchemeRefused, allowed_schemes
 
 
 def gate(*extra: str) -> SchemeGate:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import scrapy
 
-from crawls.scraping.spiders.link import LinkSpider
-from crawls.scraping.spiders.selectors import SelectorsSpider
+from runtime.spiders.link import LinkSpider
+from runtime.spiders.selectors import SelectorsSpider
 from tests.crawls.spider_pages import START, page, run
 
 

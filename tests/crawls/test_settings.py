@@ -6,12 +6,12 @@ import pytest
 from django.test import override_settings
 
 from crawls.models import CrawlJob
-from crawls.scraping.settings import scrapy_settings_for
 from registry.models import Scraper, ScraperVersion
+from runtime.settings.compose import scrapy_settings_for
 
 pytestmark = pytest.mark.django_db
 
-SPIDER = "crawls.scraping.spiders.link.LinkSpider"
+SPIDER = "runtime.spiders.link.LinkSpider"
 
 
 def layered(*, scraper=None, version=None, options=None, name="shop"):
@@ -91,16 +91,16 @@ def test_version_components_add_to_trawls_own():
     assert merged["DOWNLOADER_MIDDLEWARES"] == {
         "trawl.Throttle": 600,
         "custom.Proxy": 700,
-        "crawls.scraping.guard.PrivateTargetGuard": 790,  # always there; on only for guarded crawls
-        "crawls.scraping.schemes.SchemeGate": -(10**9),  # always there, first
+        "runtime.guard.guard.PrivateTargetGuard": 790,  # always there; on only for guarded crawls
+        "runtime.guard.schemes.SchemeGate": -(10**9),  # always there, first
     }
 
 
 def test_no_version_can_drop_the_private_target_guard(settings):
     settings.TRAWL_BLOCK_PRIVATE_TARGETS = True
-    merged = layered(version={"DOWNLOADER_MIDDLEWARES": {"crawls.scraping.guard.PrivateTargetGuard": None}})
+    merged = layered(version={"DOWNLOADER_MIDDLEWARES": {"runtime.guard.guard.PrivateTargetGuard": None}})
 
-    assert merged["DOWNLOADER_MIDDLEWARES"]["crawls.scraping.guard.PrivateTargetGuard"] == 790
+    assert merged["DOWNLOADER_MIDDLEWARES"]["runtime.guard.guard.PrivateTargetGuard"] == 790
     assert merged["TRAWL_GUARD_PRIVATE_TARGETS"] is False  # scheduled work (no requester) crawls admins' sources
 
 
@@ -114,25 +114,25 @@ def test_one_crawls_settings_do_not_leak_into_the_next():
 
 
 THROTTLE = "throttling.middlewares.ThrottleMiddleware"
-GUARD = "crawls.scraping.guard.PrivateTargetGuard"
+GUARD = "runtime.guard.guard.PrivateTargetGuard"
 FILE_HANDLER = "scrapy.core.downloader.handlers.file.FileDownloadHandler"
 FTP_HANDLER = "scrapy.core.downloader.handlers.ftp.FTPDownloadHandler"
 
 
 def test_no_version_or_scraper_disables_or_reorders_trawls_components():
     merged = layered(
-        scraper={"EXTENSIONS": {"crawls.scraping.watchdogs.StallWatchdog": None}},
+        scraper={"EXTENSIONS": {"runtime.watch.watchdogs.StallWatchdog": None}},
         version={
-            "DOWNLOADER_MIDDLEWARES": {THROTTLE: None, GUARD: 10, "crawls.scraping.blocks.BlockDetector": None},
-            "EXTENSIONS": '{"crawls.scraping.watchdogs.ErrorRateWatchdog": null}',  # Scrapy takes JSON text there too
+            "DOWNLOADER_MIDDLEWARES": {THROTTLE: None, GUARD: 10, "runtime.watch.blocks.BlockDetector": None},
+            "EXTENSIONS": '{"runtime.watch.watchdogs.ErrorRateWatchdog": null}',  # Scrapy takes JSON text there too
         },
     )
 
     assert merged["DOWNLOADER_MIDDLEWARES"][THROTTLE] == 800
     assert merged["DOWNLOADER_MIDDLEWARES"][GUARD] == 790
-    assert merged["DOWNLOADER_MIDDLEWARES"]["crawls.scraping.blocks.BlockDetector"] == 880
-    assert merged["EXTENSIONS"]["crawls.scraping.watchdogs.StallWatchdog"] == 0
-    assert merged["EXTENSIONS"]["crawls.scraping.watchdogs.ErrorRateWatchdog"] == 0
+    assert merged["DOWNLOADER_MIDDLEWARES"]["runtime.watch.blocks.BlockDetector"] == 880
+    assert merged["EXTENSIONS"]["runtime.watch.watchdogs.StallWatchdog"] == 0
+    assert merged["EXTENSIONS"]["runtime.watch.watchdogs.ErrorRateWatchdog"] == 0
     assert merged["TRAWL_COMPONENTS"]["DOWNLOADER_MIDDLEWARES"][THROTTLE] == 800  # what the crawler pins
 
 
@@ -147,8 +147,8 @@ def test_only_http_and_https_have_download_handlers_whatever_a_version_declares(
 
     handlers = merged["DOWNLOAD_HANDLERS"]
     assert {scheme: path for scheme, path in handlers.items() if path} == {
-        "http": "crawls.scraping.rendering.dispatch.RenderOnDemandDownloadHandler",
-        "https": "crawls.scraping.rendering.dispatch.RenderOnDemandDownloadHandler",
+        "http": "runtime.rendering.dispatch.RenderOnDemandDownloadHandler",
+        "https": "runtime.rendering.dispatch.RenderOnDemandDownloadHandler",
     }
     assert {"file", "gopher", "s3", "ftp", "data"} <= set(handlers)  # named, with no handler
     assert "DOWNLOAD_HANDLERS_BASE" not in merged

@@ -9,8 +9,8 @@ import scrapy
 from scrapy.http import Response, TextResponse, XmlResponse
 from scrapy.utils.test import get_crawler
 
-from crawls.scraping.discovery import is_discovered
-from crawls.scraping.spiders.sitemap import SitemapSpider
+from runtime.spiders.discovery import is_discovered
+from runtime.spiders.sitemap import SitemapSpider
 
 BASE = "http://shop.test"
 URLSET = b"""<?xml version="1.0" encoding="UTF-8"?>

@@ -11,10 +11,10 @@ from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
 from crawls.models import CrawlJob
-from crawls.scraping.settings import scrapy_settings_for
-from crawls.scraping.spiders.link import LinkSpider
-from crawls.scraping.stats import CrawlStats
 from registry.models import Scraper, ScraperVersion
+from runtime.bridge.stats import CrawlStats
+from runtime.settings.compose import scrapy_settings_for
+from runtime.spiders.link import LinkSpider
 
 
 def crawler_with(version_settings: dict) -> Crawler:

@@ -13,7 +13,7 @@ from registry.models import Scraper, ScraperVersion
 
 pytestmark = pytest.mark.django_db
 
-SPIDER = "crawls.scraping.spiders.link.LinkSpider"
+SPIDER = "runtime.spiders.link.LinkSpider"
 
 
 def scraper_with(*timeouts: int | None, scraper_timeout: int | None = None) -> tuple[Scraper, list[ScraperVersion]]:

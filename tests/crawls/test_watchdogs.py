@@ -6,7 +6,7 @@ import pytest
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
-from crawls.scraping.watchdogs import ErrorRateWatchdog, FieldCoverage, StallWatchdog, is_erroring, is_stalled
+from runtime.watch.watchdogs import ErrorRateWatchdog, FieldCoverage, StallWatchdog, is_erroring, is_stalled
 from sources.scheduling import job_outcome, plan_next_run
 
 

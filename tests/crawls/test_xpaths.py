@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from parsel import Selector
 
-from crawls.scraping.patterns import PatternError
-from crawls.scraping.spiders.selectors import SelectorsSpider
-from crawls.scraping.xpaths import MAX_FIELDS, MAX_PREDICATE_DEPTH, MAX_SELECTOR_LENGTH, selector_check
+from runtime.inputs.patterns import PatternError
+from runtime.inputs.xpaths import MAX_FIELDS, MAX_PREDICATE_DEPTH, MAX_SELECTOR_LENGTH, selector_check
+from runtime.spiders.selectors import SelectorsSpider
 from tests.crawls.spider_pages import START, page, run
 
 EVERYDAY = [
@@ -82,7 +82,7 @@ def test_a_css_selector_is_held_to_the_same_rules_as_its_xpath():
 
 
 def test_too_many_fields_are_refused():
-    from crawls.scraping.xpaths import selectors_config_check
+    from runtime.inputs.xpaths import selectors_config_check
 
     with pytest.raises(PatternError, match=f"at most {MAX_FIELDS} fields"):
         selectors_config_check({"fields": {f"f{n}": "h1" for n in range(MAX_FIELDS + 1)}})

@@ -7,9 +7,9 @@ import scrapy
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
-from crawls.scraping.discovery import is_discovered
 from demo.generate import catalogue, generate_site
 from demo.spiders import DemoShopSpider
+from runtime.spiders.discovery import is_discovered
 
 BASE = "http://127.0.0.1:8001"
 SHOP = {"categories": 2, "products_per_category": 12, "per_page": 5}

@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.conf import settings
 
-from crawls.frontier import Frontier, codec
 from crawls.models import CrawlJob
+from runtime.frontier import Frontier, codec
 from tests.callbacks.harness import FAST_ENV, Beat, exclusive
 from tests.e2e.faults_stack import reaper_every, submit, wait_job
 from tests.sites import send_body

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from crawls.frontier import Frontier
 from items.models import Item
+from runtime.frontier import Frontier
 from tests.e2e.frontier_stack import (
     CONCURRENT_REQUESTS,
     cluster,

@@ -35,7 +35,7 @@ def schema_scraper(db):
     ScraperVersion.objects.create(
         scraper=scraper,
         version="1.0.0",
-        spider="crawls.scraping.spiders.selectors.SelectorsSpider",
+        spider="runtime.spiders.selectors.SelectorsSpider",
         is_default=True,
         settings={"TRAWL_ITEM_SCHEMA": SCHEMA},
     )

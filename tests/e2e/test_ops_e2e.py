@@ -56,7 +56,7 @@ def trouble():
         yield site
 
 
-def version(name: str, *, spider: str = "crawls.scraping.spiders.link.LinkSpider", **settings) -> ScraperVersion:
+def version(name: str, *, spider: str = "runtime.spiders.link.LinkSpider", **settings) -> ScraperVersion:
     scraper = Scraper.objects.create(name=name)
     return ScraperVersion.objects.create(scraper=scraper, version="1.0.0", spider=spider, is_default=True, **settings)
 

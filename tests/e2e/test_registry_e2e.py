@@ -15,7 +15,7 @@ from tests.clients import client_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-STABLE_SPIDER = "crawls.scraping.spiders.link.LinkSpider"  # one item per page
+STABLE_SPIDER = "runtime.spiders.link.LinkSpider"  # one item per page
 CANARY_SPIDER = "tests.fixtures.spiders.RaisingSpider"  # raises in parse: every job fails with spider_error
 
 

@@ -120,7 +120,7 @@ def test_version_schema_rejects_counts_and_samples_and_only_valid_items_are_upse
     version = ScraperVersion.objects.create(
         scraper=scraper,
         version="1.0.0",
-        spider="crawls.scraping.spiders.link.LinkSpider",
+        spider="runtime.spiders.link.LinkSpider",
         settings={"TRAWL_ITEM_SCHEMA": SCHEMA_SETTING},
     )
     job = CrawlJob.objects.create(url="http://shop.test/", scraper=scraper, version=version)

@@ -6,7 +6,7 @@ import time
 
 from scrapy import signals
 
-from crawls.scraping.spiders.link import LinkSpider
+from runtime.spiders.link import LinkSpider
 
 
 class ChattySpider(LinkSpider):

@@ -10,9 +10,9 @@ import pytest
 from django.utils import timezone
 
 from crawls.joblog import JobLogSink, job_log_forget
-from crawls.logcapture import job_log_capture
 from crawls.models import CrawlJob, JobStatus
 from registry.models import Scraper
+from runtime.bridge.logcapture import job_log_capture
 from sources.models import Source
 
 pytestmark = pytest.mark.django_db

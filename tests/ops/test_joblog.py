@@ -8,9 +8,9 @@ import re
 import pytest
 
 from crawls.joblog import MAX_RECORD_LINES, JobLogSink, job_log_forget, job_log_lines, job_log_store
-from crawls.logcapture import job_log_capture, job_log_flush, job_log_level
 from crawls.models import CrawlJob, JobLog, JobStatus
 from registry.models import Scraper
+from runtime.bridge.logcapture import job_log_capture, job_log_flush, job_log_level
 from tests.clients import client_for
 
 pytestmark = pytest.mark.django_db

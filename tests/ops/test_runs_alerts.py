@@ -10,12 +10,12 @@ from django.utils import timezone
 
 from callbacks.models import Delivery
 from crawls.models import CrawlJob, JobStatus
-from crawls.scraping.outcome import CrawlVerdict
 from crawls.services.lifecycle import job_end
 from crawls.services.monitoring import job_monitors, job_outcome_monitored
 from ops.alerts import job_alert_emit
 from ops.stats import job_numbers
 from registry.models import Scraper, ScraperVersion
+from runtime.bridge.outcome import CrawlVerdict
 from sources.models import Source
 from tests.clients import client_for
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from crawls.models import CrawlJob
-from crawls.scraping.settings import scrapy_settings_for
 from registry.models import ScraperVersion
+from runtime.settings.compose import scrapy_settings_for
 from tests.clients import client_for
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +19,7 @@ def test_bad_monitors_on_a_scraper_or_version_are_refused_naming_settings(builti
     scraper = admin.post("/api/scrapers/", {"name": "shop", "settings": BAD}, format="json")
     version = admin.post(
         "/api/scrapers/link/versions/",
-        {"version": "9.0.0", "variant": "canary", "spider": "crawls.scraping.spiders.link.LinkSpider", "settings": BAD},
+        {"version": "9.0.0", "variant": "canary", "spider": "runtime.spiders.link.LinkSpider", "settings": BAD},
         format="json",
     )
 

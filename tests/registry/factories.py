@@ -9,7 +9,7 @@ from django.utils import timezone
 from crawls.models import CrawlJob, JobStatus
 from registry.models import Scraper, ScraperVersion
 
-LINK_SPIDER = "crawls.scraping.spiders.link.LinkSpider"
+LINK_SPIDER = "runtime.spiders.link.LinkSpider"
 RAISING_SPIDER = "tests.fixtures.spiders.RaisingSpider"
 
 

@@ -5,7 +5,7 @@ from django.core.management import CommandError, call_command
 
 from registry.models import Scraper, ScraperVersion
 
-LINK_SPIDER = "crawls.scraping.spiders.link.LinkSpider"
+LINK_SPIDER = "runtime.spiders.link.LinkSpider"
 
 
 def test_register_version_creates_scraper_and_prints_it(db, capsys):

@@ -14,7 +14,7 @@ from registry.services import version_route
 
 pytestmark = pytest.mark.django_db
 
-SPIDER = "crawls.scraping.spiders.link.LinkSpider"
+SPIDER = "runtime.spiders.link.LinkSpider"
 
 
 @pytest.fixture

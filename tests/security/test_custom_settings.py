@@ -33,12 +33,12 @@ MARKER = "TRAWL-WORKER-FILE-91aa"
 FEED_FILE = Path(next(iter(STRIPPING_SETTINGS["FEEDS"])).removeprefix("file://") % {"name": "settings_stripping"})
 # What Scrapy logs when each of these runs; the job's log is where a requester (and we) can see it.
 TRAWL_COMPONENTS = (
-    "crawls.scraping.schemes.SchemeGate",
+    "runtime.guard.schemes.SchemeGate",
     "throttling.middlewares.ThrottleMiddleware",
-    "crawls.scraping.blocks.BlockDetector",
-    "crawls.scraping.watchdogs.StallWatchdog",
-    "crawls.scraping.watchdogs.ErrorRateWatchdog",
-    "crawls.scraping.handoff.ItemHandoff",
+    "runtime.watch.blocks.BlockDetector",
+    "runtime.watch.watchdogs.StallWatchdog",
+    "runtime.watch.watchdogs.ErrorRateWatchdog",
+    "runtime.bridge.handoff.ItemHandoff",
 )
 
 
@@ -58,7 +58,7 @@ def test_a_spider_or_version_that_strips_trawls_settings_still_crawls_under_them
     watched = {"TRAWL_MONITORS": {"max_error_rate": 0.99}}
     register(admin_api, "stripping_spider", "tests.fixtures.hostile.SettingsStrippingSpider", watched)
     stripping = {**VERSION_STRIPPING_SETTINGS, **watched}
-    register(admin_api, "stripping_version", "crawls.scraping.spiders.link.LinkSpider", stripping)
+    register(admin_api, "stripping_version", "runtime.spiders.link.LinkSpider", stripping)
     secret = tmp_path / "secret.html"
     secret.write_text(f"<html><title>{MARKER}</title></html>")
     FEED_FILE.unlink(missing_ok=True)
@@ -90,7 +90,7 @@ def test_a_spider_or_version_that_strips_trawls_settings_still_crawls_under_them
         assert "Telnet console listening" not in log and "AutoThrottle" not in log, name
         if mode == "production":
             assert stats["refused_private"] >= 1, (name, stats)
-            assert "crawls.scraping.guard.PrivateTargetGuard" in log, name
+            assert "runtime.guard.guard.PrivateTargetGuard" in log, name
         print(
             f"\n[{mode}] {name}: {stats['pages']} pages, throttle {stats['throttle']}, refused_scheme "
             f"{stats['refused_scheme']}, refused_private {stats['refused_private']}"

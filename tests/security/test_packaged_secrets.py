@@ -27,9 +27,9 @@ import pytest
 from django.conf import settings as django_settings
 
 from crawls.models import CrawlJob
-from crawls.scraping.child_redis import child_redis_sweep
 from items.models import Item
 from project.redis import get_redis
+from runtime.packaged.child_redis import child_redis_sweep
 from tests.clients import client_for
 from tests.conftest import wait_for_job
 from tests.packages import wheel_build

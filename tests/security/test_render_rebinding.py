@@ -4,7 +4,7 @@ resolution — the system's, which Chromium and Playwright's own fetch use — a
 `localhost`: the test's DNS server says 127.0.0.2 (allowed), the machine's resolver says 127.0.0.1 (the private
 listener), which is exactly a hostile name answering public to the check and private to the connection. The private
 listener must see nothing; the request reaches the allowed twin it was checked against (the crawl's proxy,
-crawls/scraping/rendering/proxy.py, connects to the checked address only). Over https the proxy sees only
+runtime/rendering/proxy.py, connects to the checked address only). Over https the proxy sees only
 `CONNECT host:port`: the same must hold for the tunnel."""
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
 from crawls.models import CrawlJob
-from crawls.scraping.discovery import discovered
-from crawls.scraping.retry_after import RETRY_AFTER_STAT, RetryAfterStats
 from crawls.services.ingestion import ItemIngest
 from registry.models import Scraper
+from runtime.spiders.discovery import discovered
+from runtime.watch.retry_after import RETRY_AFTER_STAT, RetryAfterStats
 from sources.models import Source
 from sources.services.children import source_crawl_extras, sources_discover
 from sources.services.sources import source_create

@@ -140,7 +140,7 @@ class ProxiesOfARestartingDatabase(FakeProxies):
 
 
 def test_the_database_away_never_fails_a_request_the_crawl_keeps_its_proxies_and_cool_downs():
-    """A request failed by it would count as done in the job's frontier, never fetched (crawls/scraping/outages.py)."""
+    """A request failed by it would count as done in the job's frontier, never fetched (runtime/watch/outages.py)."""
     fake = ProxiesOfARestartingDatabase(ProxyEntry("http://p1:8080", "ip-1"), ProxyEntry("http://p2:8080", "ip-2"))
     middleware = proxy_middleware(fake, TRAWL_PROXY_REFRESH_SECONDS=0)  # every request refreshes the pool
 

@@ -1,0 +1,154 @@
+"""Turning a finished crawl's Scrapy stats into Trawl's job stats and error class. Pure functions."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from crawls.states import ErrorClass
+
+STATUS_PREFIX = "downloader/response_status_count/"
+EXCEPTION_PREFIX = "downloader/exception_type_count/"
+BLOCKING_STATUSES = {403, 429}
+
+
+@dataclass(frozen=True)
+class CrawlVerdict:
+    error_class: str  # "" when the job succeeded
+    message: str = ""
+    # monitor breaches (crawls.services.monitoring), stored at the end
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
+    """The numbers a user cares about, JSON-ready, from Scrapy's stats collector."""
+    # robots.txt fetches are counted apart so a missing robots.txt never looks like a failed page.
+    status_codes = {}
+    for key, value in scrapy_stats.items():
+        if key.startswith(STATUS_PREFIX):
+            code = key.removeprefix(STATUS_PREFIX)
+            count = value - scrapy_stats.get(f"robotstxt/response_status_count/{code}", 0)
+            if count > 0:
+                status_codes[code] = count
+    exceptions = {
+        key.removeprefix(EXCEPTION_PREFIX).rsplit(".", 1)[-1]: value
+        for key, value in scrapy_stats.items()
+        if key.startswith(EXCEPTION_PREFIX) and not key.endswith(".CrawlClosing")  # dropped by a stop, not failed
+    }
+    spider_exceptions = scrapy_stats.get("spider_exceptions/count") or sum(
+        value for key, value in scrapy_stats.items() if key.startswith("spider_exceptions/")
+    )
+    return {
+        "requests": scrapy_stats.get("downloader/request_count", 0) - scrapy_stats.get("robotstxt/request_count", 0),
+        "pages": scrapy_stats.get("response_received_count", 0) - scrapy_stats.get("robotstxt/response_count", 0),
+        "bytes": scrapy_stats.get("downloader/response_bytes", 0),
+        "status_codes": status_codes,
+        "download_errors": exceptions,
+        "items_scraped": scrapy_stats.get("item_scraped_count", 0),
+        "items_dropped": scrapy_stats.get("item_dropped_count", 0),
+        "spider_exceptions": spider_exceptions,
+        "robots_forbidden": scrapy_stats.get("robotstxt/forbidden", 0),
+        "refused_private": scrapy_stats.get("guard/refused", 0),  # requests the private-target guard refused
+        "refused_scheme": scrapy_stats.get("schemes/refused", 0),  # requests (and redirects) not http(s): refused
+        # `checked`: responses the block detector looked at (runtime.watch.blocks); `blocked`: those that were
+        # blocks (403, 429, captcha page); `captcha`: captcha pages among them.
+        "blocks": {
+            key.removeprefix("blocks/"): value for key, value in scrapy_stats.items() if key.startswith("blocks/")
+        },
+        "finish_reason": scrapy_stats.get("finish_reason", ""),
+        # Requests still in the scheduler: with `pages`, how much of the known frontier is done.
+        "queued": max(0, scrapy_stats.get("scheduler/enqueued", 0) - scrapy_stats.get("scheduler/dequeued", 0)),
+        # Politeness numbers from the throttle middleware: held_seconds (wall time the crawl was held back),
+        # wait_seconds_total (summed over concurrent requests: may exceed the crawl's duration), waits, delayed...
+        "throttle": {
+            key.removeprefix("throttle/"): value for key, value in scrapy_stats.items() if key.startswith("throttle/")
+        },
+        # What an incremental source crawl did not fetch again: fetches_avoided, bytes_avoided, lastmod_skipped.
+        "incremental": {
+            key.removeprefix("incremental/"): value
+            for key, value in scrapy_stats.items()
+            if key.startswith("incremental/")
+        },
+        # Rendered crawls (docs/rendering.md): pages, seconds, subrequests_blocked, resources_skipped, wait_timeouts.
+        "render": {
+            key.removeprefix("render/"): value for key, value in scrapy_stats.items() if key.startswith("render/")
+        },
+    }
+
+
+def classify(
+    *,
+    stats: dict[str, Any],
+    stopped_because: str = "",
+    crawl_error: str = "",
+    first_spider_error: str = "",
+    max_spider_errors: int = 0,
+    block_share: float = 0.5,
+) -> CrawlVerdict:
+    """Decide whether a crawl failed, and why. Ordered from the most to the least specific cause."""
+    if stopped_because == "cancelled":
+        return CrawlVerdict(ErrorClass.CANCELLED, "cancelled on request")
+    if stopped_because == "lost":
+        return CrawlVerdict(ErrorClass.WORKER_LOST, "this worker no longer owns the job")
+    if stopped_because == "timeout":
+        return CrawlVerdict(
+            ErrorClass.TIMEOUT, f"stopped after the job timeout ({stats.get('pages', 0)} pages fetched)"
+        )
+    if crawl_error:
+        return CrawlVerdict(ErrorClass.SPIDER_ERROR, crawl_error)
+    if stats.get("spider_exceptions", 0) > max_spider_errors:
+        count = stats["spider_exceptions"]
+        return CrawlVerdict(ErrorClass.SPIDER_ERROR, f"spider raised {count} time(s); first: {first_spider_error}")
+    codes = Counter({int(code): n for code, n in stats.get("status_codes", {}).items()})
+    refused = stats.get("refused_private", 0)
+    blocks = stats.get("blocks") or {}
+    blocked, responses = blocks.get("blocked", 0), blocks.get("checked", blocks.get("responses", 0))
+    # A 429 whose page the throttle sent back for later (throttling/requeue.py) was answered again: not a block.
+    polite = (stats.get("throttle") or {}).get("requeued_429", 0)
+    blocked, responses = max(0, blocked - polite), max(0, responses - polite)
+    if blocked and blocked_share(responses=responses, blocked=blocked) >= block_share:
+        captchas = f", {blocks['captcha']} captcha page(s)" if blocks.get("captcha") else ""
+        return CrawlVerdict(ErrorClass.BLOCKED, f"the site blocked {blocked} of {responses} responses{captchas}")
+    if refused and not any(200 <= code < 300 for code in codes):
+        return CrawlVerdict(ErrorClass.BLOCKED_TARGET, f"refused {refused} request(s) to private addresses")
+    schemes = stats.get("refused_scheme", 0)
+    if schemes and not any(200 <= code < 300 for code in codes):
+        return CrawlVerdict(ErrorClass.BLOCKED_TARGET, f"refused {schemes} request(s) with a scheme other than http(s)")
+    if any(code < 400 for code in codes):
+        return CrawlVerdict("")
+    return _no_good_page(codes, stats)
+
+
+def _no_good_page(codes: Counter, stats: dict[str, Any]) -> CrawlVerdict:
+    """Every request failed: name the failure that explains the crawl best."""
+    errors = stats.get("download_errors", {})
+    if errors:
+        if any("DomainBlocked" in name for name in errors):
+            return CrawlVerdict(ErrorClass.BLOCKED, "the domain is blocked in Trawl's throttle rules")
+        # Twisted's DNSLookupError; Scrapy >= 2.13 reports it as CannotResolveHostError.
+        if any(dns_name in name for name in errors for dns_name in ("DNSLookupError", "CannotResolveHostError")):
+            return CrawlVerdict(ErrorClass.DNS, f"DNS lookup failed: {_summary(errors)}")
+        return CrawlVerdict(ErrorClass.CONNECTION, f"no connection: {_summary(errors)}")
+    if codes:
+        blocking = sum(n for code, n in codes.items() if code in BLOCKING_STATUSES)
+        if blocking:
+            return CrawlVerdict(ErrorClass.BLOCKED, f"the site refused us: {_summary(codes)}")
+        if any(code >= 500 for code in codes):
+            return CrawlVerdict(ErrorClass.HTTP_5XX, f"server errors: {_summary(codes)}")
+        return CrawlVerdict(ErrorClass.HTTP_4XX, f"client errors: {_summary(codes)}")
+    if stats.get("robots_forbidden"):
+        return CrawlVerdict(ErrorClass.BLOCKED, "robots.txt forbids every URL of this crawl")
+    if not stats.get("requests"):
+        return CrawlVerdict(
+            ErrorClass.SPIDER_ERROR, "the spider made no requests (does it read `url` or `start_urls`?)"
+        )
+    return CrawlVerdict("")
+
+
+def blocked_share(*, responses: int, blocked: int) -> float:
+    return blocked / responses if responses else 0.0
+
+
+def _summary(counts: dict) -> str:
+    return ", ".join(f"{key} ×{value}" for key, value in sorted(counts.items(), key=lambda kv: -kv[1]))

@@ -1,0 +1,183 @@
+"""The warm child processes a worker process keeps, one per package: starting, reusing, stopping, reading them.
+
+A child (runtime.packaged.child) runs in its package's environment and serves the crawls of that package sent by
+this worker process, one at a time; it exits by itself after TRAWL_PACKAGE_CHILD_IDLE_SECONDS without one. At most
+TRAWL_PACKAGE_CHILDREN_KEPT are kept (the least recently used other one is stopped). A reader thread per child turns
+its JSON lines into messages on a queue the task thread consumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from registry.models import Package
+from registry.packages.envs import EnvBuildError, PackageEnv, env_lease
+from runtime.packaged.child_env import child_environment, undumpable
+from runtime.packaged.child_redis import ChildRedis, ChildRedisError, child_redis_grant, child_redis_revoke
+
+logger = logging.getLogger("trawl.packages")
+START_SECONDS = 120  # a child that has not said `ready` by then is broken
+REUSE_MARGIN = 10  # never hand a job to a child this close to exiting for idleness
+
+
+class PackageUnavailable(Exception):
+    """This machine cannot run the package: its environment does not build, or its child does not start."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.log = log
+
+
+@dataclass
+class Child:
+    sha256: str
+    process: subprocess.Popen
+    redis: ChildRedis = field(default_factory=lambda: ChildRedis(url=""))
+    messages: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    last_used: float = field(default_factory=time.monotonic)
+
+    def send(self, **command: Any) -> None:
+        try:
+            self.process.stdin.write(json.dumps(command, default=str) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # it died: its reader reports `eof`
+
+    def receive(self, *, timeout: float) -> dict[str, Any]:
+        """The next message, or `{"t": "timeout"}`."""
+        try:
+            return self.messages.get(timeout=timeout)
+        except queue.Empty:
+            return {"t": "timeout"}
+
+    def fresh(self) -> bool:
+        idle, limit = time.monotonic() - self.last_used, settings.TRAWL_PACKAGE_CHILD_IDLE_SECONDS
+        return self.process.poll() is None and idle < limit - min(REUSE_MARGIN, limit / 4)
+
+    def stop(self, *, kill: bool = False) -> None:
+        if not kill:
+            self.send(cmd="exit")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(0 if kill else 5)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(5)
+
+
+_children: dict[str, Child] = {}  # this worker process's warm children, by package hash
+
+
+def child_for(package: Package) -> Child:
+    """A running child of the package's environment, building the environment first if this machine has none."""
+    child = _children.pop(package.sha256, None)
+    if child is not None and child.fresh():
+        _children[package.sha256] = child
+        return child
+    if child is not None:
+        child.stop()
+    while len(_children) >= settings.TRAWL_PACKAGE_CHILDREN_KEPT:
+        _children.pop(min(_children, key=lambda sha: _children[sha].last_used)).stop()
+    try:
+        env, lock_fd = env_lease(package=package)
+    except EnvBuildError as exc:
+        raise PackageUnavailable(f"the environment of {package} does not build here: {exc.message}", exc.log) from None
+    child = _spawn(env, lock_fd, package.sha256)
+    ready = child.receive(timeout=START_SECONDS)
+    if ready.get("t") != "ready":
+        child.stop(kill=True)
+        raise PackageUnavailable(f"the process for {package} did not start ({ready.get('error', 'no answer')})")
+    _children[package.sha256] = child
+    return child
+
+
+def _spawn(env: PackageEnv, lock_fd: int, sha256: str) -> Child:
+    read_fd, write_fd = os.pipe()
+    grant = ChildRedis(url="")
+    try:
+        undumpable()
+        grant = child_redis_grant()
+        process = subprocess.Popen(
+            [str(env.python), "-P", "-m", "runtime.packaged.child"],
+            stdin=subprocess.PIPE,
+            cwd=settings.BASE_DIR,
+            env=child_environment(channel_fd=write_fd, redis_url=grant.url),
+            # The lock: the child holds the environment's shared lock for its whole life.
+            pass_fds=(write_fd, lock_fd),
+            text=True,
+        )
+    except ChildRedisError as exc:
+        os.close(read_fd)
+        raise PackageUnavailable(str(exc)) from None
+    except OSError as exc:
+        os.close(read_fd)
+        child_redis_revoke(grant)
+        raise PackageUnavailable(f"cannot start {env.python}: {exc}") from None
+    finally:
+        os.close(write_fd)
+        os.close(lock_fd)
+    child = Child(sha256=sha256, process=process, redis=grant)
+    threading.Thread(target=_read, args=(child, read_fd), name=f"package-{sha256[:8]}", daemon=True).start()
+    return child
+
+
+def _read(child: Child, read_fd: int) -> None:
+    with os.fdopen(read_fd, "r") as channel:
+        for line in channel:
+            try:
+                child.messages.put(json.loads(line))
+            except ValueError:
+                logger.warning("package child %s sent a bad line: %.200r", child.sha256[:12], line)
+    code = child.process.wait()
+    _after_exit(child)
+    child.messages.put({"t": "eof", "error": f"exited with code {code}"})
+
+
+def _after_exit(child: Child) -> None:
+    """The child is gone: its Redis user goes, and it was perhaps the last user of a deprecated version's
+    environment. Here, not in the child: that asks the database, which the child has no access to."""
+    child_redis_revoke(child.redis)
+    from django.db import connections
+
+    from registry.packages.envs import envs_prune
+    from registry.services.packages import packages_unused
+
+    try:
+        envs_prune(unused=packages_unused, only=child.sha256)
+    except Exception:  # robust: pruning is a courtesy; the next worker start or deprecation prunes again
+        logger.exception("package environment prune failed")
+    finally:
+        connections.close_all()  # this thread's own connections: it ends now
+
+
+def child_discard(child: Child) -> None:
+    """Killed, crashed, or interrupted mid-crawl (soft time limit): that child is in no state to reuse."""
+    if _children.get(child.sha256) is child:
+        del _children[child.sha256]
+    child.stop(kill=True)
+
+
+def package_check(*, package: Package, spider: str) -> str:
+    """Why `spider` is not a Spider class inside the package's environment ("" when it is). Leaves the child warm."""
+    child = child_for(package)
+    child.send(cmd="check", spider=spider)
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        message = child.receive(timeout=max(0.1, deadline - time.monotonic()))
+        if message.get("t") == "checked" and message.get("spider") == spider:
+            return message["error"]
+        if message.get("t") == "eof":
+            _children.pop(package.sha256, None)
+            return f"the package's process {message['error']} while importing {spider!r}"
+    return f"importing {spider!r} took over {START_SECONDS}s"

@@ -1,0 +1,150 @@
+"""Running a packaged version's crawl in a child process of its environment, with run_spider's result shape.
+
+The task thread pumps the child's messages (runtime.packaged.children) into a CrawlSession every tick, so the tick
+(crawls.services.ingestion and liveness) upserts items, heartbeats and notices cancel exactly as for an in-process
+crawl; stopping sends `stop` (the child calls `crawler.stop()`), and a child that has not finished
+STOP_GRACE_SECONDS later is killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings as project_settings
+
+from registry.models import Package, ScraperVersion
+from runtime.bridge.runner import STOP_GRACE_SECONDS, CrawlResult, CrawlSession
+from runtime.packaged.child_db import CallScope, db_call_answer
+from runtime.packaged.child_redis import child_redis_keys
+from runtime.packaged.children import Child, child_discard, child_for
+from runtime.rendering.screenshots import screenshot_received
+
+logger = logging.getLogger("trawl.jobs")
+
+
+def package_run(*, version: ScraperVersion, **crawl: Any) -> tuple[CrawlResult, CrawlSession]:
+    """run_spider's call for a packaged version (same keywords, the version instead of the spider class)."""
+    return run_packaged(package=version.package, spider=version.spider, **crawl)
+
+
+def run_packaged(
+    *,
+    package: Package,
+    spider: str,
+    settings: dict,
+    spider_kwargs: dict,
+    timeout: float,
+    on_tick: Callable[[CrawlSession], str],
+    tick_seconds: float = 1.0,
+) -> tuple[CrawlResult, CrawlSession]:
+    """run_spider for a packaged version. Raises PackageUnavailable before the crawl if the package cannot run."""
+    child = child_for(package)
+    session, crawl_id = CrawlSession(), uuid.uuid4().hex
+    scope = CallScope.of_crawl(settings=settings, spider_kwargs=spider_kwargs)
+    child_redis_keys(child.redis, crawl=settings)  # this crawl's frontier and incremental cache, no other's
+    child.send(cmd="crawl", job=crawl_id, spider=spider, settings=settings, kwargs=spider_kwargs)
+    deadline = time.monotonic() + timeout
+    stopped_because, stop_deadline, end = "", None, None
+    try:
+        while end is None:
+            end = _pump(child, session, crawl_id, scope, wait=tick_seconds)
+            if end is not None:
+                break
+            wake, session.store_wanted = session.store_wanted, False
+            reason = on_tick(session)
+            if wake:
+                child.send(cmd="wake", job=crawl_id)
+            if not stopped_because:
+                reason = "timeout" if time.monotonic() >= deadline else reason
+                if reason:
+                    stopped_because, stop_deadline = reason, time.monotonic() + STOP_GRACE_SECONDS
+                    child.send(cmd="stop", job=crawl_id)
+            elif time.monotonic() >= stop_deadline:
+                end = {"crawl_error": ""}
+    finally:
+        if end is None or end.get("t") != "end":
+            # Killed, crashed, or this thread was interrupted (soft time limit): that child is in no state to reuse.
+            child_discard(child)
+    if end.get("t") == "end":
+        child_redis_keys(child.redis)  # between crawls: the throttle's keys only
+    child.last_used = time.monotonic()
+    stats = end.get("stats") if end.get("stats") is not None else dict(session.reported_stats)
+    session.final_stats, session.finish_reason = stats, end.get("reason", "")
+    if end.get("crawl_error"):  # the child's traceback, in this job's log like an in-process crawl's
+        logger.error("the crawl failed: %s", end["crawl_error"])
+    result = CrawlResult(
+        stats=stats,
+        finish_reason=session.finish_reason,
+        stopped_because=stopped_because,
+        crawl_error=end.get("crawl_error", ""),
+        first_spider_error=session.first_spider_error,
+    )
+    return result, session
+
+
+def _pump(
+    child: Child, session: CrawlSession, crawl_id: str, scope: CallScope, *, wait: float
+) -> dict[str, Any] | None:
+    """Move the child's messages into the session for up to `wait` seconds; the `end` message if it came."""
+    until = time.monotonic() + wait
+    while (left := until - time.monotonic()) > 0:
+        if session.items.full():
+            return None  # the database is behind: leave the child's messages in its pipe until the tick drained
+        message = child.receive(timeout=left)
+        kind = message.get("t")
+        if kind == "eof":
+            return {"crawl_error": f"the package's process {message['error']} during the crawl"}
+        if kind == "timeout" or message.get("job") != crawl_id:
+            continue  # a late message of an earlier crawl
+        if kind == "item":
+            session.items.put(message["d"])
+        elif kind == "stats":
+            session.reported_stats = message["d"]
+        elif kind == "error":
+            session.first_spider_error = message["d"]
+        elif kind == "log":
+            _relog(message["d"])
+        elif kind == "call":
+            child.send(**db_call_answer(message, scope))  # what its components ask the database (child_db)
+        elif kind == "screenshot":
+            _screenshot_keep(session, message)
+        elif kind == "store_wanted":
+            session.store_wanted = True
+            return None  # tick now: the crawl waits for its items to be stored
+        elif kind == "end":
+            return message
+    return None
+
+
+def _screenshot_keep(session: CrawlSession, fields: dict[str, Any]) -> None:
+    """Checked on receipt (the child runs uploaded code), and no more than a job may keep."""
+    shot = screenshot_received(fields)
+    if shot is None:
+        logger.warning("the package's process sent a screenshot that is not one: dropped")
+    elif len(session.screenshots) < project_settings.TRAWL_RENDER_SCREENSHOTS_MAX:
+        session.screenshots.append(shot)
+
+
+def _relog(fields: dict[str, Any]) -> None:
+    """A child's log record, handled here as if logged here: this process's job log capture stores it. Only the
+    fields a record of the child's LogForwarder has, as the types it sends: the child is not trusted to build this
+    process's log records (an `exc_info`, `args` or `stack_info` of its making)."""
+    level = fields.get("levelno")
+    level = level if type(level) is int else logging.INFO
+    created = fields.get("created")
+    record = logging.makeLogRecord(
+        {
+            "name": str(fields.get("name") or "package"),
+            "levelno": level,
+            "levelname": logging.getLevelName(level),
+            "msg": str(fields.get("msg", "")),
+            "args": None,
+            "created": created if type(created) in (int, float) else time.time(),
+            "exc_text": str(fields.get("exc_text") or "") or None,
+        }
+    )
+    logging.getLogger(record.name).handle(record)

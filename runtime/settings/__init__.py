@@ -1,0 +1,1 @@
+"""A crawl's Scrapy settings: composed once from a plain description of the crawl; Trawl's pins kept over the spider."""

@@ -20,7 +20,7 @@ from crawls.cancel import cancel_requested
 from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.services.ingestion import ItemIngest
 from crawls.services.jobs import job_claim_fair
-from crawls.services.lifecycle import job_end, job_requeue, shard_join
+from crawls.services.lifecycle import AttemptCause, job_attempt_over, job_end, shard_join
 from crawls.services.liveness import DATABASE_UNAVAILABLE, CrawlTick, database_reconnect, heartbeat_kept
 from crawls.services.monitoring import job_monitors, job_outcome_monitored
 from crawls.services.screenshots import job_screenshots_store
@@ -33,6 +33,7 @@ from registry.spiders import SpiderImportError, spider_load
 from runtime.bridge.logcapture import job_log_capture, job_log_flush, job_log_level
 from runtime.bridge.outcome import classify, job_stats
 from runtime.bridge.runner import run_spider
+from runtime.frontier import FrontierLost
 from runtime.packaged.children import PackageUnavailable
 from runtime.packaged.run import package_run
 from runtime.rendering.screenshots import screenshots_drain
@@ -67,8 +68,9 @@ def job_execute(
             logger.warning("job %s: Trawl's infrastructure failed", job.pk, exc_info=True)
             if isinstance(exc, DATABASE_UNAVAILABLE):
                 database_reconnect()
+            cause = AttemptCause.FRONTIER_LOST if isinstance(exc, FrontierLost) else AttemptCause.INFRASTRUCTURE
             reason = f"Trawl's infrastructure failed ({type(exc).__name__}: {exc})"
-            return _result(job_requeue(job=job, reason=reason, counts_attempt=False) or job)
+            return _result(job_attempt_over(job=job, cause=cause, reason=reason) or job)
 
 
 def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:

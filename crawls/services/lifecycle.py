@@ -1,8 +1,9 @@
-"""A job's life: the one module that writes `CrawlJob.status` (and the fields that move with it).
+"""A job's life: the one module that writes `CrawlJob.status` (and the fields that move with it), and the one rule
+for whether a job whose attempt was cut short runs again (`attempt_verdict`).
 
     create ──▶ queued ──claim──▶ running ──end──▶ succeeded | failed | cancelled | dead
                   ▲                 │
-                  └─────requeue─────┘          (queued ──end──▶ cancelled: a cancel before the claim)
+                  └──attempt over───┘          (queued ──end──▶ cancelled: a cancel before the claim)
 
 Every move is a compare-and-set from the state its caller saw (`transition`: UPDATE … WHERE status IN (expected),
 plus the attempt), so a redelivered message, a late worker, a second reaper or a racing cancel finds nothing to move.
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
@@ -119,20 +122,75 @@ def shard_join(*, job_id: str, attempt: int, shard: int, worker: str) -> CrawlJo
     return job
 
 
-def job_requeue(*, job: CrawlJob, reason: str, counts_attempt: bool, only_if: Q | None = None) -> CrawlJob | None:
-    """running → queued as a new attempt (the old attempt's messages can no longer claim it), published again.
+class AttemptCause(StrEnum):
+    """Why a running attempt stopped short of an outcome of its own: the causes that may give a job another go."""
 
-    `counts_attempt`: False when Trawl's own infrastructure failed under the job (Redis, the database), not the site
-    nor the worker: the job gets one more attempt. `only_if` narrows the compare-and-set (the reaper's: the heartbeat
-    is still stale). A publish that fails (the broker is away) is logged: the job stays queued and the reaper
-    publishes it again. None if the job was no longer running at this attempt."""
+    WORKER_LOST = "worker_lost"  # the reaper found its heartbeat stale: SIGKILL, OOM, a node gone
+    WARM_SHUTDOWN = "warm_shutdown"  # its worker got SIGTERM (a rolling update) and handed the crawl back
+    INFRASTRUCTURE = "infrastructure"  # Trawl's own Redis or database failed under it, not the site nor the worker
+    FRONTIER_LOST = "frontier_lost"  # Redis lost the job's frontier: the next attempt starts again on a fresh one
+
+
+@dataclass(frozen=True)
+class AttemptVerdict:
+    """What follows an attempt: another one (`spends_attempt`: it counts against `max_attempts`), or the job's
+    end with `error_class`."""
+
+    again: bool
+    spends_attempt: bool = True
+    error_class: str = ""
+
+
+# Which causes spend an attempt, and which end the job once it has had `max_attempts`. Only a lost worker does both:
+# Trawl's own faults are never the job's (they give it one more attempt), and a warm shutdown is the operator's, so
+# it spends an attempt but never ends a job: a rolling update must not kill crawls, and a job handed back past its
+# last attempt ends `dead` only if a later attempt loses its worker too.
+SPENDS_ATTEMPT = {
+    AttemptCause.WORKER_LOST: True,
+    AttemptCause.WARM_SHUTDOWN: True,
+    AttemptCause.INFRASTRUCTURE: False,
+    AttemptCause.FRONTIER_LOST: False,
+}
+ENDS_AFTER_LAST_ATTEMPT = {AttemptCause.WORKER_LOST: ErrorClass.WORKER_LOST}
+
+
+def attempt_verdict(*, cause: AttemptCause, attempt: int, max_attempts: int) -> AttemptVerdict:
+    """The one rule for whether a job that lost its attempt to `cause` runs again: pure, so the reaper, the worker's
+    own hand-back and a warm shutdown all ask it rather than decide."""
+    error_class = ENDS_AFTER_LAST_ATTEMPT.get(cause)
+    if error_class and attempt >= max_attempts:
+        return AttemptVerdict(again=False, spends_attempt=False, error_class=error_class)
+    return AttemptVerdict(again=True, spends_attempt=SPENDS_ATTEMPT[cause])
+
+
+def job_attempt_over(
+    *, job: CrawlJob, cause: AttemptCause, reason: str, end_message: str = "", only_if: Q | None = None
+) -> CrawlJob | None:
+    """This running attempt stopped for `cause`: the job runs again as a new attempt, or ends (with `end_message`,
+    else `reason`), as attempt_verdict says. `only_if` narrows the compare-and-set (the reaper's: the heartbeat is
+    still stale). None if the job was no longer running at this attempt."""
+    verdict = attempt_verdict(cause=cause, attempt=job.attempt, max_attempts=job.max_attempts)
+    if verdict.again:
+        return _job_requeue(job=job, reason=reason, spends_attempt=verdict.spends_attempt, only_if=only_if)
+    ended = jobs_end(
+        jobs=CrawlJob.objects.filter(only_if or Q(), pk=job.pk, attempt=job.attempt),
+        error_class=verdict.error_class,
+        message=end_message or reason,
+    )
+    return ended[0] if ended else None
+
+
+def _job_requeue(*, job: CrawlJob, reason: str, spends_attempt: bool, only_if: Q | None) -> CrawlJob | None:
+    """running → queued as a new attempt (the old attempt's messages can no longer claim it), published again; one
+    that does not spend an attempt raises `max_attempts` with it. A publish that fails (the broker is away) is
+    logged: the job stays queued and the reaper publishes it again."""
     fields: dict[str, Any] = {
         "status": JobStatus.QUEUED,
         "attempt": job.attempt + 1,
         "worker": "",
         "heartbeat_at": None,
     }
-    if not counts_attempt:
+    if not spends_attempt:
         fields["max_attempts"] = job.max_attempts + 1
     running = CrawlJob.objects.filter(only_if or Q(), pk=job.pk, attempt=job.attempt)
     if not transition(running, expected=JobStatus.RUNNING, **fields):

@@ -2,9 +2,9 @@
 forever because a worker died or a broker message was lost.
 
 - A running job whose heartbeat is older than TRAWL_REAPER_STALE_SECONDS lost its worker (SIGKILL, OOM, node gone).
-  It goes back to `queued` with attempt + 1 and is published again (crawls.services.lifecycle.job_requeue); the old
-  message, if the broker redelivers it, carries the old attempt and cannot claim. After its last attempt it ends
-  `dead` with `worker_lost` instead.
+  It goes back to `queued` with attempt + 1 and is published again; the old message, if the broker redelivers it,
+  carries the old attempt and cannot claim. After its last attempt it ends `dead` with `worker_lost` instead, as
+  crawls.services.lifecycle.attempt_verdict decides for a lost worker.
 - A queued job nobody claimed within TRAWL_REAPER_QUEUED_SECONDS is published again with the same attempt (a
   publish failed, a message was purged); a Redis key makes that at most once per that period. The claim dedupes.
 - Redis restarted (its run id changed, or the marker key holding it is gone: it came back empty): every job queued
@@ -23,9 +23,9 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from crawls.models import BatchStatus, CrawlJob, ErrorClass, JobStatus
+from crawls.models import BatchStatus, CrawlJob, JobStatus
 from crawls.publish import publish_crawl
-from crawls.services.lifecycle import job_requeue, jobs_end
+from crawls.services.lifecycle import AttemptCause, job_attempt_over
 from project.redis import get_redis, hash_tag, redis_key
 
 logger = logging.getLogger("trawl.reaper")
@@ -58,25 +58,27 @@ def redis_restarted_at(*, now) -> object | None:
 
 
 def _reap_stale(*, now) -> tuple[int, int]:
-    cutoff = now - timedelta(seconds=settings.TRAWL_REAPER_STALE_SECONDS)
+    stale_for = settings.TRAWL_REAPER_STALE_SECONDS
+    cutoff = now - timedelta(seconds=stale_for)
     stale_q = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
     stale = CrawlJob.objects.filter(stale_q, status=JobStatus.RUNNING).only("id", "attempt", "max_attempts")
     requeued = dead = 0
     for job in stale[: settings.TRAWL_REAPER_MAX_PER_PASS]:
-        if job.attempt >= job.max_attempts:
-            dead += _bury(CrawlJob.objects.filter(stale_q, pk=job.pk, attempt=job.attempt), job=job)
-        elif job_requeue(job=job, reason="its worker was lost (no heartbeat)", counts_attempt=True, only_if=stale_q):
+        after = job_attempt_over(
+            job=job,
+            cause=AttemptCause.WORKER_LOST,
+            reason="its worker was lost (no heartbeat)",
+            end_message=f"worker lost on the last attempt ({job.attempt}): no heartbeat for over {stale_for:.0f}s",
+            only_if=stale_q,
+        )
+        if after is None:  # it heartbeat at the last moment, or another reaper got there first
+            continue
+        if after.attempt > job.attempt:  # a new attempt
             requeued += 1
+        else:
+            logger.warning("job %s lost its worker on its last attempt (%s); ended dead", job.pk, job.attempt)
+            dead += 1
     return requeued, dead
-
-
-def _bury(still_stale, *, job: CrawlJob) -> int:
-    stale_for = settings.TRAWL_REAPER_STALE_SECONDS
-    message = f"worker lost on the last attempt ({job.attempt}): no heartbeat for over {stale_for:.0f}s"
-    if not jobs_end(jobs=still_stale, error_class=ErrorClass.WORKER_LOST, message=message):
-        return 0
-    logger.warning("job %s lost its worker on its last attempt (%s); ended dead", job.pk, job.attempt)
-    return 1
 
 
 def _republish_unclaimed(*, now, queued_before=None) -> int:

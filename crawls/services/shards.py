@@ -22,7 +22,7 @@ from typing import Any
 
 from crawls.models import CrawlJob
 from crawls.publish import publish_shards
-from crawls.services.lifecycle import job_requeue
+from crawls.services.lifecycle import AttemptCause, job_attempt_over
 from runtime.frontier import Frontier, FrontierLost
 
 logger = logging.getLogger("trawl.jobs")
@@ -103,10 +103,10 @@ class Shard:
             time.sleep(FINAL_POLL_SECONDS)
 
     def requeue_now(self) -> bool:
-        """Warm shutdown: hand this shard's requests back and requeue the job (attempt + 1) for another worker."""
+        """Warm shutdown: hand this shard's requests back and give the job a new attempt for another worker."""
         returned = self.frontier.release()
         reason = f"worker shutting down; shard {self.index} handed {returned} request(s) back to the frontier"
-        return job_requeue(job=self.job, reason=reason, counts_attempt=True) is not None
+        return job_attempt_over(job=self.job, cause=AttemptCause.WARM_SHUTDOWN, reason=reason) is not None
 
 
 def stats_sum(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:

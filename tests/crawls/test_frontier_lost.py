@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from crawls.services.lifecycle import job_claim, job_requeue
+from crawls.services.lifecycle import AttemptCause, job_attempt_over, job_claim
 from crawls.services.shards import Shard
 from runtime.frontier import FINGERPRINT_BYTES, Frontier, FrontierEnded, FrontierLost, binary_redis, frontier_delete
 from tests.crawls import frontier_fixtures
@@ -100,7 +100,8 @@ def test_a_job_whose_frontier_is_lost_before_its_final_tally_is_requeued_to_a_fr
         Shard(job, index=1).scrapy_settings()
     with pytest.raises(FrontierLost):
         first.check_intact({})
-    requeued = job_requeue(job=job, reason="FrontierLost", counts_attempt=False)  # what job_execute does with it
+    # What job_execute does with it.
+    requeued = job_attempt_over(job=job, cause=AttemptCause.FRONTIER_LOST, reason="FrontierLost")
     fresh = Shard(requeued, index=0).scrapy_settings()["TRAWL_FRONTIER"]["epoch"]
 
     assert (requeued.status, requeued.attempt, requeued.max_attempts - requeued.attempt) == ("queued", 2, 2)

@@ -17,7 +17,7 @@ from kombu import Connection
 
 from crawls.models import CrawlJob, JobStatus
 from crawls.services import reaper
-from crawls.services.lifecycle import CREATE_BATCH_SIZE, job_claim, job_requeue, jobs_create_many
+from crawls.services.lifecycle import CREATE_BATCH_SIZE, AttemptCause, job_attempt_over, job_claim, jobs_create_many
 from crawls.services.validation import JobSpecsInvalid
 from ops.queues import queue_depths
 from project.redis import get_redis, redis_key
@@ -103,18 +103,18 @@ def test_a_broker_away_loses_no_job_the_reaper_publishes_it(builtins, crawl_queu
     assert crawl_queue() == 5
 
 
-@pytest.mark.parametrize("counts_attempt", [True, False])
-def test_a_requeue_is_a_new_attempt_published_and_only_once(builtins, crawl_queue, counts_attempt):
+@pytest.mark.parametrize("cause", [AttemptCause.WORKER_LOST, AttemptCause.INFRASTRUCTURE])
+def test_a_requeue_is_a_new_attempt_published_and_only_once(builtins, crawl_queue, cause):
     with TestCase.captureOnCommitCallbacks(execute=True):
         (job,) = jobs_create_many(specs=specs(1))
     running = job_claim(job_id=job.pk, attempt=1, worker="w/1")
 
-    requeued = job_requeue(job=running, reason="test", counts_attempt=counts_attempt)
+    requeued = job_attempt_over(job=running, cause=cause, reason="test")
 
     assert (requeued.status, requeued.attempt, requeued.worker, requeued.heartbeat_at) == ("queued", 2, "", None)
-    assert requeued.max_attempts == (3 if counts_attempt else 4)
+    assert requeued.max_attempts == (3 if cause == AttemptCause.WORKER_LOST else 4)
     assert crawl_queue() == 2  # the first attempt's message and the requeued one's
-    assert job_requeue(job=running, reason="again", counts_attempt=counts_attempt) is None
+    assert job_attempt_over(job=running, cause=cause, reason="again") is None
     assert job_claim(job_id=job.pk, attempt=1, worker="w/2") is None, "the old attempt's message cannot claim it"
 
 
@@ -123,7 +123,7 @@ def test_a_requeue_with_the_broker_away_stays_queued_for_the_reaper(builtins, cr
         (job,) = jobs_create_many(specs=specs(1))
     running = job_claim(job_id=job.pk, attempt=1, worker="w/1")
 
-    requeued = job_requeue(job=running, reason="worker lost", counts_attempt=True)
+    requeued = job_attempt_over(job=running, cause=AttemptCause.WORKER_LOST, reason="worker lost")
 
     assert (requeued.status, requeued.attempt) == ("queued", 2)
 

@@ -156,17 +156,20 @@ def test_default_thresholds_act_well_before_the_batch_backstop_and_the_visibilit
 
 
 def test_a_job_requeued_for_an_infrastructure_fault_keeps_its_attempts_and_blames_no_site(builtins, published):
-    from crawls.services.lifecycle import job_requeue
+    from crawls.services.lifecycle import AttemptCause, job_attempt_over
     from sources.models import Source
 
     source = Source.objects.create(url="http://shop.test/list", scraper=Scraper.objects.get(name="link"))
     job = make_job(status="running", source=source)
 
-    requeued = job_requeue(job=job, reason="OperationalError: database is locked", counts_attempt=False)
+    requeued = job_attempt_over(
+        job=job, cause=AttemptCause.INFRASTRUCTURE, reason="OperationalError: database is locked"
+    )
 
     source.refresh_from_db()
     assert (requeued.status, requeued.attempt, requeued.max_attempts) == ("queued", 2, 4)
     assert (requeued.error_class, requeued.finished_at) == ("", None)
     assert source.consecutive_failures == 0
     assert published.args_of(RUN_CRAWL) == [(str(job.pk), 2)]
-    assert job_requeue(job=job, reason="again", counts_attempt=False) is None  # that attempt is no longer running
+    # That attempt is no longer running.
+    assert job_attempt_over(job=job, cause=AttemptCause.INFRASTRUCTURE, reason="again") is None

@@ -12,8 +12,7 @@ from crawls.admin_views import URL_CHARS, CancelButtonMixin, ReadOnlyAdmin, job_
 from crawls.joblog import job_log_lines
 from crawls.models import Batch, CrawlJob, JobScreenshot, JobStatus
 from crawls.selectors import batch_totals, batches_counted
-from crawls.services import job_cancel
-from crawls.services.batches import batch_cancel
+from crawls.services import batch_cancel, job_cancel
 from items.models import ItemSighting
 from project.errors import TrawlError
 

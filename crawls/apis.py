@@ -25,8 +25,8 @@ from crawls.serializers import (
     JobScreenshotSerializer,
     JobSerializer,
 )
-from crawls.services import job_cancel, job_create
-from crawls.services.batches import batch_cancel, batch_create
+from crawls.services import batch_cancel, job_cancel, job_create
+from crawls.services.batches import batch_create
 from items.apis import EXPORT_RENDERERS, job_items_export
 
 

@@ -2,7 +2,8 @@
 
 The chord is transport, the database is the truth. `batch_finalize` may run from the chord body, from the chord's
 error callback, after a batch's last job ended and from the sweeper, in any order and concurrently; a conditional
-update lets exactly one of them end the batch, and only that one emits `batch.completed`.
+update lets exactly one of them end the batch, and only that one emits `batch.completed`. Every change of a batch's
+status is crawls.services.batch_lifecycle's.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, Count, Value, When
+from django.db.models import Count
 from django.utils import timezone
 
 from crawls.cancel import cancel_requested_batch
 from crawls.models import ACTIVE_STATUSES, FINAL_STATUSES, Batch, BatchStatus, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_batch_chord, publish_batch_launch
+from crawls.services.batch_lifecycle import batch_end, batch_launched
 from crawls.services.lifecycle import jobs_end
 from crawls.webhooks import batch_event_emit
 
@@ -43,7 +45,7 @@ def batch_launch(*, batch_id: object) -> str:
         return "nothing to run"
     publish_batch_chord(batch=batch, jobs=jobs)
     # After publishing: a launcher that dies before this line leaves the batch pending, so the sweeper relaunches it.
-    Batch.objects.filter(pk=batch.pk, status=BatchStatus.PENDING).update(status=BatchStatus.RUNNING)
+    batch_launched(batch_id=batch.pk)
     logger.info("batch %s launched: chord of %s jobs", batch.pk, len(jobs))
     return "launched"
 
@@ -64,15 +66,7 @@ def batch_finalize(*, batch_id: object) -> Batch | None:
         return None
     totals = {status.value: counts.get(status, 0) for status in FINAL_STATUSES}
     with transaction.atomic():
-        # The status is decided in the same statement, so a cancel racing this update is never lost.
-        final_status = Case(
-            When(status=BatchStatus.CANCELLED, then=Value(BatchStatus.CANCELLED.value)),
-            default=Value(BatchStatus.COMPLETED.value),
-        )
-        won = Batch.objects.filter(pk=batch.pk, finished_at__isnull=True).update(
-            status=final_status, totals=totals, finished_at=timezone.now()
-        )
-        if not won:
+        if not batch_end(batch_id=batch.pk, totals=totals):
             return None
         batch.refresh_from_db()
         if batch.callback_url:

@@ -1,6 +1,7 @@
-"""Batches: many jobs submitted at once (checked together, nothing created if one is bad) and cancelled together.
+"""Batches: many jobs submitted at once, checked together (nothing created if one is bad).
 
-Launching, finalizing and sweeping them is crawls.services.batch_runs.
+Launching, finalizing and sweeping them is crawls.services.batch_runs, cancelling them crawls.services.cancelling;
+every change of a batch's status is crawls.services.batch_lifecycle's.
 """
 
 from __future__ import annotations
@@ -10,13 +11,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from access.models import Requester
-from crawls.cancel import cancel_request_batch
-from crawls.models import ACTIVE_STATUSES, Batch, BatchStatus, ErrorClass, JobStatus
-from crawls.publish import publish_batch_finalize, publish_batch_launch
-from crawls.services.lifecycle import jobs_create_many, jobs_end
+from crawls.models import Batch
+from crawls.publish import publish_batch_launch
+from crawls.services.batch_lifecycle import batch_open
+from crawls.services.lifecycle import jobs_create_many
 from crawls.services.validation import JobSpecsInvalid, validate_crawl_url
 from project.errors import TrawlError
 from project.net import target_check
@@ -55,9 +55,7 @@ def batch_create(
     if callback_url:
         validate_crawl_url(callback_url, field="callback_url")
         target_check(callback_url, field="callback_url")
-    batch = Batch.objects.create(
-        requester=requester, name=name, priority=priority, callback_url=callback_url, total=len(jobs)
-    )
+    batch = batch_open(requester=requester, name=name, priority=priority, callback_url=callback_url, total=len(jobs))
     try:
         jobs_create_many(specs=[{"priority": priority, **spec} for spec in jobs], requester=requester, batch=batch)
     except JobSpecsInvalid as exc:  # the transaction rolls back: the batch is not created either
@@ -66,28 +64,4 @@ def batch_create(
     # robust: if the broker is away the batch stays `pending` and the sweeper launches it after the grace.
     transaction.on_commit(lambda: publish_batch_launch(batch=batch), robust=True)
     logger.info("batch %s created with %s jobs by %s", batch.pk, batch.total, requester)
-    return batch
-
-
-@transaction.atomic
-def batch_cancel(*, batch: Batch) -> Batch:
-    """Queued jobs end `cancelled` now; running crawls see their cancel flag and stop within a heartbeat; the batch
-    then finalizes as `cancelled` (now if nothing runs, else when the chord or the sweeper gets there)."""
-    batch = Batch.objects.select_for_update().get(pk=batch.pk)
-    if batch.finished_at is not None:
-        raise TrawlError(f"batch already ended as {batch.status}", status_code=409)
-    active = list(batch.jobs.filter(status__in=ACTIVE_STATUSES).values_list("id", flat=True))
-    # Flags first: a job claimed after this point sees its flag when it starts.
-    cancel_request_batch(batch_id=batch.pk, job_ids=active)
-    batch.jobs.filter(pk__in=active, cancel_requested_at__isnull=True).update(cancel_requested_at=timezone.now())
-    Batch.objects.filter(pk=batch.pk, finished_at__isnull=True).update(status=BatchStatus.CANCELLED)
-    jobs_end(
-        jobs=batch.jobs.all(),
-        error_class=ErrorClass.CANCELLED,
-        message="cancelled with its batch before it started",
-        expected_status=JobStatus.QUEUED,
-    )
-    transaction.on_commit(lambda: publish_batch_finalize(batch_id=batch.pk), robust=True)
-    batch.refresh_from_db()
-    logger.info("batch %s cancel requested (%s jobs were active)", batch.pk, len(active))
     return batch

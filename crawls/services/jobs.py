@@ -1,5 +1,5 @@
-"""Submitting one job, claiming a slot's job in fair-share order, cancelling a job. Every change of status they
-make is crawls.services.lifecycle's."""
+"""Submitting one job and claiming a slot's job in fair-share order (cancelling one is crawls.services.cancelling).
+Every change of status they make is crawls.services.lifecycle's."""
 
 from __future__ import annotations
 
@@ -7,17 +7,13 @@ import logging
 from typing import Any
 
 import redis
-from django.db import transaction
 from django.db.models import Model
-from django.utils import timezone
 
 from access.models import Requester
-from crawls.cancel import cancel_request
 from crawls.fairshare import PICK_ATTEMPTS, fair_enabled, fair_pick, fair_served
-from crawls.models import ACTIVE_STATUSES, CrawlJob, ErrorClass, JobStatus
-from crawls.services.lifecycle import job_claim, job_end, jobs_create_many
+from crawls.models import CrawlJob
+from crawls.services.lifecycle import job_claim, jobs_create_many
 from crawls.services.validation import JobSpecsInvalid
-from project.errors import TrawlError
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -79,24 +75,3 @@ def job_claim_fair(*, job_id: str, attempt: int, worker: str, slot_soft_limit: f
     except redis.RedisError as exc:  # the turn order lives in Redis; without it, plain submission order
         logger.warning("fair share unavailable (%s): job %s takes its own slot", exc, job_id)
     return job_claim(job_id=job_id, attempt=attempt, worker=worker)
-
-
-@transaction.atomic
-def job_cancel(*, job: CrawlJob) -> CrawlJob:
-    """Queued jobs end now; running ones are asked to stop (their crawl reads the flag every tick, so it stops within
-    about a second) and end `cancelled` — unless the crawl finished first, which keeps its own outcome."""
-    job = CrawlJob.objects.select_for_update().get(pk=job.pk)
-    if job.status not in ACTIVE_STATUSES:
-        raise TrawlError(f"job already ended as {job.status}", status_code=409)
-    cancel_request(job_id=job.id)
-    if job.cancel_requested_at is None:
-        job.cancel_requested_at = timezone.now()
-        CrawlJob.objects.filter(pk=job.pk).update(cancel_requested_at=job.cancel_requested_at)
-    if job.status == JobStatus.QUEUED:
-        job = job_end(
-            job=job,
-            error_class=ErrorClass.CANCELLED,
-            message="cancelled before it started",
-            expected_status=JobStatus.QUEUED,
-        ) or CrawlJob.objects.get(pk=job.pk)
-    return job

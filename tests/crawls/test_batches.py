@@ -13,7 +13,8 @@ from callbacks.models import Delivery
 from crawls.models import Batch, CrawlJob
 from crawls.publish import FINALIZE_BATCH, LAUNCH_BATCH
 from crawls.services.batch_runs import batch_finalize, batch_jobs_end_lost, batch_launch, batches_sweep
-from crawls.services.batches import batch_cancel, batch_create
+from crawls.services.batches import batch_create
+from crawls.services.cancelling import batch_cancel
 
 SHOP = "http://shop.test"
 

@@ -14,7 +14,7 @@ from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import FINALIZE_BATCH
 from crawls.services import followups, job_cancel, job_claim
 from crawls.services.batch_runs import batch_jobs_end_lost
-from crawls.services.batches import batch_cancel
+from crawls.services.cancelling import batch_cancel
 from crawls.services.lifecycle import job_end
 from crawls.services.reaper import jobs_reap
 from registry.models import Scraper

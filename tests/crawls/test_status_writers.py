@@ -1,4 +1,5 @@
-"""Only crawls/services/lifecycle.py writes a job's status: read from the source, so a new writer fails the build.
+"""Only crawls/services/lifecycle.py writes a job's status, and only crawls/services/batch_lifecycle.py a batch's:
+read from the source, so a new writer fails the build.
 
 The scan follows each write back to its model: `CrawlJob.objects…`, a related `.jobs` manager, a local variable
 assigned one of those, a parameter or attribute annotated `CrawlJob`. A write whose model it cannot tell counts as a
@@ -16,8 +17,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIFECYCLE = "crawls/services/lifecycle.py"
+BATCH_LIFECYCLE = "crawls/services/batch_lifecycle.py"
 SKIPPED_DIRS = {".venv", "tests", "bench", "migrations", "var", "node_modules", "docs"}
 JOB = "CrawlJob"
+BATCH = "Batch"
 UNKNOWN = "?"
 CREATES = {"create", "bulk_create", "get_or_create", "update_or_create"}
 # Calls that keep the model of what they are called on (querysets, managers, a row fetched from them).
@@ -28,9 +31,10 @@ SAME_MODEL = {
 
 
 class StatusWrites(ast.NodeVisitor):
-    """Collects (line, what) for every write of a job's status in one module."""
+    """Collects (line, what) for every write of a job's (or another `model`'s) status in one module."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: str = JOB) -> None:
+        self.model = model
         self.scopes: list[dict[str, ast.expr]] = [{}]
         self.self_attrs: dict[str, str] = {}
         self.found: list[tuple[int, str]] = []
@@ -77,8 +81,8 @@ class StatusWrites(ast.NodeVisitor):
     # What writes.
     def visit_Call(self, node: ast.Call) -> None:
         func, keywords = node.func, {keyword.arg for keyword in node.keywords}
-        if isinstance(func, ast.Name) and func.id == JOB:
-            self.found.append((node.lineno, f"{JOB}(…) builds a job row"))
+        if isinstance(func, ast.Name) and func.id == self.model:
+            self.found.append((node.lineno, f"{self.model}(…) builds a row"))
         elif isinstance(func, ast.Name) and func.id == "setattr" and _constant(node.args[1:2]) == "status":
             self.record(node, node.args[0], ast.unparse(node))
         elif isinstance(func, ast.Attribute):
@@ -87,7 +91,7 @@ class StatusWrites(ast.NodeVisitor):
             if method == "update" and not node.args and ("status" in keywords or None in keywords):
                 self.record(node, func.value, f".update({_kwargs(node)})")
             elif method in CREATES:
-                self.record(node, func.value, f".{method}(…) creates job rows", unknown_counts=False)
+                self.record(node, func.value, f".{method}(…) creates rows", unknown_counts=False)
             elif method == "bulk_update" and "status" in _strings(node):
                 self.record(node, func.value, ".bulk_update(…, ['status', …])")
             elif method == "save" and ("update_fields" not in keywords or "status" in _strings(node)):
@@ -97,7 +101,7 @@ class StatusWrites(ast.NodeVisitor):
     def record(self, node: ast.AST, receiver: ast.expr, what: str, *, unknown_counts: bool = True) -> None:
         """A write of `status` on a receiver whose model is unknown counts; a create or save (so common on other
         things) only when the receiver is known to be a job's."""
-        if self.model_of(receiver) == JOB or (unknown_counts and self.model_of(receiver) == UNKNOWN):
+        if self.model_of(receiver) == self.model or (unknown_counts and self.model_of(receiver) == UNKNOWN):
             self.found.append((node.lineno, what))
 
     def model_of(self, expr: ast.expr | None, depth: int = 0) -> str:
@@ -166,8 +170,8 @@ def _kwargs(node: ast.Call) -> str:
     return ", ".join(f"{keyword.arg}=…" if keyword.arg else "**…" for keyword in node.keywords)
 
 
-def status_writes(source: str) -> list[tuple[int, str]]:
-    scanner = StatusWrites()
+def status_writes(source: str, model: str = JOB) -> list[tuple[int, str]]:
+    scanner = StatusWrites(model)
     scanner.visit(ast.parse(source))
     return scanner.found
 
@@ -190,6 +194,27 @@ def test_only_the_lifecycle_module_writes_a_jobs_status():
         "a job's status (and the fields that move with it) is written only by crawls/services/lifecycle.py; move "
         "these writes there (or annotate a variable whose model the scan cannot tell):\n  " + "\n  ".join(offenders)
     )
+
+
+def test_only_the_batch_lifecycle_module_writes_a_batchs_status():
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for path in project_modules()
+        if str(path.relative_to(ROOT)) != BATCH_LIFECYCLE
+        for line, what in status_writes(path.read_text(), BATCH)
+    ]
+
+    assert not offenders, (
+        "a batch's status (and the fields that move with it) is written only by crawls/services/batch_lifecycle.py; "
+        "move these writes there:\n  " + "\n  ".join(offenders)
+    )
+
+
+def test_the_scan_sees_the_batch_lifecycle_modules_own_writes():
+    writes = status_writes((ROOT / BATCH_LIFECYCLE).read_text(), BATCH)
+
+    assert any(".create" in what for _, what in writes)  # batch_open's row
+    assert any("**…" in what for _, what in writes)  # batch_transition's compare-and-set
 
 
 def test_the_scan_sees_the_lifecycle_modules_own_writes():

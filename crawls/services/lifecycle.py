@@ -171,7 +171,7 @@ def job_attempt_over(
     still stale). None if the job was no longer running at this attempt."""
     verdict = attempt_verdict(cause=cause, attempt=job.attempt, max_attempts=job.max_attempts)
     if verdict.again:
-        return _job_requeue(job=job, reason=reason, spends_attempt=verdict.spends_attempt, only_if=only_if)
+        return _job_next_attempt(job=job, reason=reason, spends_attempt=verdict.spends_attempt, only_if=only_if)
     ended = jobs_end(
         jobs=CrawlJob.objects.filter(only_if or Q(), pk=job.pk, attempt=job.attempt),
         error_class=verdict.error_class,
@@ -180,7 +180,7 @@ def job_attempt_over(
     return ended[0] if ended else None
 
 
-def _job_requeue(*, job: CrawlJob, reason: str, spends_attempt: bool, only_if: Q | None) -> CrawlJob | None:
+def _job_next_attempt(*, job: CrawlJob, reason: str, spends_attempt: bool, only_if: Q | None) -> CrawlJob | None:
     """running → queued as a new attempt (the old attempt's messages can no longer claim it), published again; one
     that does not spend an attempt raises `max_attempts` with it. A publish that fails (the broker is away) is
     logged: the job stays queued and the reaper publishes it again."""

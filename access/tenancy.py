@@ -5,12 +5,8 @@ nobody else does. Two requesters crawling the same page therefore get two items,
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING
 
 from access.models import Requester
-
-if TYPE_CHECKING:
-    from crawls.models import CrawlJob
 
 SYSTEM_TENANT = "trawl-system"
 
@@ -29,5 +25,6 @@ def requester_tenant_id(requester: Requester | None) -> int:
     return requester.pk
 
 
-def job_tenant_id(job: CrawlJob) -> int:
-    return requester_tenant_id(job.requester if job.requester_id else None)
+def job_tenant_id(*, requester_id: int | None) -> int:
+    """The tenant of a job submitted by this requester (None: beat's or an admin's work)."""
+    return requester_tenant_id(Requester.objects.get(pk=requester_id) if requester_id else None)

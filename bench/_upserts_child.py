@@ -136,7 +136,7 @@ class Writer:
     def trawl(self, chunk: list[dict]) -> None:
         from items.services import items_upsert
 
-        items_upsert(job=self.job, items=chunk, tenant_id=self.tenant_id)
+        items_upsert(job_id=self.job.pk, scraper_id=self.job.scraper_id, tenant_id=self.tenant_id, items=chunk)
 
     def baseline(self, chunk: list[dict]) -> None:
         """The least PostgreSQL does for the same rows: new ones COPied into the items table (its indexes, no

@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -23,9 +22,6 @@ from callbacks.models import RETRYABLE_STATUSES, Delivery, DeliveryAttempt, Deli
 from callbacks.payloads import envelope
 from callbacks.publish import publish_delivery
 from callbacks.transport import post_signed
-
-if TYPE_CHECKING:
-    from crawls.models import Batch, CrawlJob  # annotations only: callbacks sits below crawls
 
 logger = logging.getLogger("trawl.callbacks")
 
@@ -59,8 +55,8 @@ def event_emit(
     target_url: str,
     data: dict,
     requester_id: int | None = None,
-    job: CrawlJob | None = None,
-    batch: Batch | None = None,
+    job_id: object | None = None,
+    batch_id: object | None = None,
 ) -> Delivery | None:
     """Store an event once per dedupe key and publish its delivery after commit. None if it already existed."""
     now = timezone.now()
@@ -70,8 +66,8 @@ def event_emit(
         event=event,
         dedupe_key=dedupe_key,
         requester_id=requester_id,
-        job=job,
-        batch=batch,
+        job_id=job_id,
+        batch_id=batch_id,
         target_url=target_url,
         payload=envelope(event_id=event_id, event=event, created_at=now, data=data),
         max_attempts=settings.TRAWL_WEBHOOK_MAX_ATTEMPTS,

@@ -12,9 +12,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from crawls.log_apis import LOG_PARAMETERS, LOG_RENDERERS, LOG_RESPONSES, job_log_response
-from crawls.models import JobScreenshot
 from crawls.runs import JobDetailSerializer
-from crawls.selectors import batch_with_jobs, batches_visible, job_items, job_screenshots, jobs_visible
+from crawls.selectors import (
+    batch_visible,
+    batch_with_jobs,
+    batches_visible,
+    job_screenshot_images,
+    job_screenshots,
+    jobs_visible,
+)
 from crawls.serializers import (
     BatchCreatedSerializer,
     BatchCreateSerializer,
@@ -28,6 +34,7 @@ from crawls.serializers import (
 from crawls.services import batch_cancel, job_cancel, job_create
 from crawls.services.batches import batch_create
 from items.apis import EXPORT_RENDERERS, job_items_export
+from items.selectors import job_sightings
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -62,8 +69,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         `?format=jsonl` or `?format=csv` streams every item (no pagination) instead of a JSON page.
         """
         if request.accepted_renderer.format in ("jsonl", "csv"):
-            return job_items_export(job=self.get_object(), fmt=request.accepted_renderer.format)
-        sightings = job_items(job=self.get_object())
+            return job_items_export(job_id=self.get_object().pk, fmt=request.accepted_renderer.format)
+        sightings = job_sightings(job_id=self.get_object().pk)
         page = self.paginate_queryset(sightings)
         return self.get_paginated_response(JobItemSerializer(page, many=True).data)
 
@@ -88,7 +95,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @action(detail=True, methods=["get"], url_path=r"screenshots/(?P<number>[0-9]+)", url_name="screenshot")
     def screenshot(self, request: Request, pk: str, number: str) -> HttpResponse:
         """One screenshot of the job, as a JPEG image."""
-        shot = get_object_or_404(JobScreenshot.objects.filter(job=self.get_object()), pk=int(number))
+        shot = get_object_or_404(job_screenshot_images(job=self.get_object()), pk=int(number))
         return HttpResponse(bytes(shot.image), content_type="image/jpeg")
 
     @extend_schema(parameters=LOG_PARAMETERS, responses=LOG_RESPONSES)
@@ -128,5 +135,5 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         """Cancel the batch: queued jobs end `cancelled` at once, running crawls stop within seconds, and the batch
         then completes as `cancelled` (its `batch.completed` carries the totals). 409 if it already ended."""
         batch = batch_cancel(batch=self.get_object())
-        fresh = batches_visible(requester=request.user).get(pk=batch.pk)
+        fresh = batch_visible(requester=request.user, batch_id=batch.pk)
         return Response(BatchSerializer(fresh).data, status=status.HTTP_202_ACCEPTED)

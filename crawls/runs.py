@@ -7,7 +7,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from crawls.models import ACTIVE_STATUSES, CrawlJob
+from crawls.models import CrawlJob
+from crawls.selectors import job_previous_run
 from crawls.serializers import JobSerializer
 from registry.monitors import error_rate
 
@@ -23,17 +24,9 @@ def run_numbers(job: CrawlJob) -> dict[str, Any]:
     return numbers
 
 
-def run_previous(job: CrawlJob) -> CrawlJob | None:
-    """The same source's run before this one that has ended."""
-    if not job.source_id:
-        return None
-    earlier = CrawlJob.objects.filter(source_id=job.source_id, queued_at__lt=job.queued_at)
-    return earlier.exclude(status__in=ACTIVE_STATUSES).order_by("-queued_at", "-pk").first()
-
-
 def run_deltas(job: CrawlJob) -> dict[str, Any] | None:
     """This run's numbers minus the previous run's (None where either is unknown); None for a job without one."""
-    previous = run_previous(job)
+    previous = job_previous_run(job=job)
     if previous is None:
         return None
     now, before = run_numbers(job), run_numbers(previous)

@@ -1,12 +1,11 @@
-"""Reads over jobs, items and batches."""
+"""Reads over jobs, batches and screenshots (items: items.selectors)."""
 
 from __future__ import annotations
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from access.models import Requester
-from crawls.models import Batch, CrawlJob, JobScreenshot, JobStatus
-from items.models import ItemSighting
+from crawls.models import ACTIVE_STATUSES, Batch, CrawlJob, JobScreenshot, JobStatus
 
 
 def jobs_visible(*, requester: Requester) -> QuerySet[CrawlJob]:
@@ -15,8 +14,17 @@ def jobs_visible(*, requester: Requester) -> QuerySet[CrawlJob]:
     return jobs if requester.is_admin else jobs.filter(requester=requester)
 
 
-def job_items(*, job: CrawlJob) -> QuerySet[ItemSighting]:
-    return ItemSighting.objects.filter(job=job).select_related("item").order_by("item_id")
+def job_previous_run(*, job: CrawlJob) -> CrawlJob | None:
+    """The same source's run before this one that has ended (None for a job without a source)."""
+    if not job.source_id:
+        return None
+    earlier = CrawlJob.objects.filter(source_id=job.source_id, queued_at__lt=job.queued_at)
+    return earlier.exclude(status__in=ACTIVE_STATUSES).order_by("-queued_at", "-pk").first()
+
+
+def jobs_of_source(*, source_id: int) -> QuerySet[CrawlJob]:
+    """The source's jobs (its runs), newest first."""
+    return CrawlJob.objects.filter(source_id=source_id).order_by("-queued_at", "-pk")
 
 
 def batches_counted(batches: QuerySet[Batch] | None = None) -> QuerySet[Batch]:
@@ -29,6 +37,11 @@ def batches_visible(*, requester: Requester) -> QuerySet[Batch]:
     """Like jobs: admins see every batch, a requester its own. Live job counts by status come annotated."""
     batches = batches_counted().order_by("-created_at")
     return batches if requester.is_admin else batches.filter(requester=requester)
+
+
+def batch_visible(*, requester: Requester, batch_id: object) -> Batch:
+    """One batch as `batches_visible` reads it, with its live counts (DoesNotExist if the requester cannot see it)."""
+    return batches_visible(requester=requester).get(pk=batch_id)
 
 
 def batch_with_jobs(queryset: QuerySet[Batch]) -> QuerySet[Batch]:
@@ -51,3 +64,8 @@ def batch_totals(batch: Batch) -> dict[str, int]:
 def job_screenshots(*, job: CrawlJob) -> QuerySet[JobScreenshot]:
     """The job's screenshots, oldest first, without their images (GET /api/jobs/{id}/screenshots/{n}/ sends one)."""
     return JobScreenshot.objects.filter(job=job).defer("image")
+
+
+def job_screenshot_images(*, job: CrawlJob) -> QuerySet[JobScreenshot]:
+    """The job's screenshots with their images (GET /api/jobs/{id}/screenshots/{n}/ sends one)."""
+    return JobScreenshot.objects.filter(job=job)

@@ -66,7 +66,7 @@ def job_event_emit(*, job: CrawlJob) -> Delivery | None:
         target_url=job.callback_url,
         data=job_data(job),
         requester_id=job.requester_id,
-        job=job,
+        job_id=job.pk,
     )
 
 
@@ -77,5 +77,5 @@ def batch_event_emit(*, batch: Batch) -> Delivery | None:
         target_url=batch.callback_url,
         data=batch_data(batch),
         requester_id=batch.requester_id,
-        batch=batch,
+        batch_id=batch.pk,
     )

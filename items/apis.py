@@ -7,7 +7,6 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
@@ -18,24 +17,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, renderers, viewsets
 from rest_framework.request import Request
 
-from access.models import Requester
-from items.models import Item, ItemSighting
+from items.models import Item
+from items.selectors import items_visible, job_item_data, job_sightings
 from items.serializers import ItemSerializer
 from project.errors import TrawlError
 
-if TYPE_CHECKING:
-    from crawls.models import CrawlJob  # annotations only: items sits below crawls
-
 EXPORT_COLUMNS = ("id", "fingerprint", "url", "change", "first_seen", "last_seen", "changed_at")
 EXPORT_CHUNK = 500
-
-
-def items_visible(*, requester: Requester) -> QuerySet[Item]:
-    """Admins see every item; a requester its own (those its jobs produced: access.tenancy)."""
-    items = Item.objects.select_related("scraper", "category").prefetch_related("price_changes")
-    if not requester.is_admin:
-        items = items.filter(tenant=requester)
-    return items.order_by("-changed_at", "-pk")
 
 
 class ItemViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
@@ -53,11 +41,8 @@ class ItemViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return super().list(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Item]:
-        items = items_visible(requester=self.request.user)
         since = self.request.query_params.get("changed_since")
-        if since:
-            items = items.filter(changed_at__gte=changed_since_parse(since))
-        return items
+        return items_visible(requester=self.request.user, changed_since=changed_since_parse(since) if since else None)
 
 
 def changed_since_parse(value: str) -> datetime:
@@ -93,21 +78,21 @@ class CSVRenderer(JSONLinesRenderer):
 EXPORT_RENDERERS = [renderers.JSONRenderer, JSONLinesRenderer, CSVRenderer]
 
 
-def job_items_export(*, job: CrawlJob, fmt: str) -> StreamingHttpResponse:
+def job_items_export(*, job_id: object, fmt: str) -> StreamingHttpResponse:
     """Every item the job saw, streamed in chunks (no pagination): one JSON object per line, or CSV rows."""
-    rows = _sighting_rows(job)
+    rows = _sighting_rows(job_id)
     if fmt == "csv":
-        response = StreamingHttpResponse(_csv_lines(rows, _data_keys(job)), content_type="text/csv; charset=utf-8")
+        lines = _csv_lines(rows, _data_keys(job_id))
+        response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
     else:
         lines = (json.dumps(row, default=str) + "\n" for row in rows)
         response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="job-{job.pk}-items.{fmt}"'
+    response["Content-Disposition"] = f'attachment; filename="job-{job_id}-items.{fmt}"'
     return response
 
 
-def _sighting_rows(job: CrawlJob) -> Iterator[dict]:
-    sightings = ItemSighting.objects.filter(job=job).select_related("item").order_by("item_id")
-    for sighting in sightings.iterator(chunk_size=EXPORT_CHUNK):
+def _sighting_rows(job_id: object) -> Iterator[dict]:
+    for sighting in job_sightings(job_id=job_id).iterator(chunk_size=EXPORT_CHUNK):
         item = sighting.item
         yield {
             "id": item.pk,
@@ -121,11 +106,10 @@ def _sighting_rows(job: CrawlJob) -> Iterator[dict]:
         }
 
 
-def _data_keys(job: CrawlJob) -> list[str]:
+def _data_keys(job_id: object) -> list[str]:
     """Every data field any item of the job has, in first-seen order: a first pass, so CSV columns are complete."""
     keys: dict[str, None] = {}
-    data_rows = ItemSighting.objects.filter(job=job).order_by("item_id").values_list("item__data", flat=True)
-    for data in data_rows.iterator(chunk_size=EXPORT_CHUNK):
+    for data in job_item_data(job_id=job_id).iterator(chunk_size=EXPORT_CHUNK):
         keys.update(dict.fromkeys(data or {}))
     return list(keys)
 

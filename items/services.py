@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -13,13 +13,9 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from access.tenancy import job_tenant_id
 from catalog.services import MAX_NAME, category_names_record
 from items.bulk import rows_upsert
 from items.models import Item, ItemChange, ItemPriceChange, ItemSighting
-
-if TYPE_CHECKING:
-    from crawls.models import CrawlJob  # annotations only: items sits below crawls
 
 IDENTITY_FIELDS = ("fingerprint", "id", "sku", "url")
 ITEM_COLUMNS = (
@@ -53,19 +49,18 @@ def content_hash(data: dict[str, Any]) -> str:
 
 
 @transaction.atomic
-def items_upsert(*, job: CrawlJob, items: list[dict[str, Any]], tenant_id: int | None = None) -> Counter:
+def items_upsert(*, job_id: int, scraper_id: int, tenant_id: int, items: list[dict[str, Any]]) -> Counter:
     """Insert new items, update changed ones, touch unchanged ones; record what this job saw. Returns counts.
 
-    Items are the job's tenant's (`tenant_id`, when the caller already knows it: a crawl stores chunk after chunk):
-    another requester's item with the same fingerprint is never read nor written."""
+    Items are the job's tenant's (access.tenancy.job_tenant_id: a crawl looks it up once and stores chunk after
+    chunk): another requester's item with the same fingerprint is never read nor written."""
     latest: dict[str, tuple[dict, str]] = {}
     for data in items:
         latest[item_fingerprint(data)] = (data, content_hash(data))
     if not latest:
         return Counter()
     now = timezone.now()
-    own_tenant = job_tenant_id(job) if tenant_id is None else tenant_id
-    own = Item.objects.filter(tenant_id=own_tenant, scraper_id=job.scraper_id)
+    own = Item.objects.filter(tenant_id=tenant_id, scraper_id=scraper_id)
     known_rows = list(
         own.select_for_update()
         .filter(fingerprint__in=list(latest))
@@ -86,9 +81,7 @@ def items_upsert(*, job: CrawlJob, items: list[dict[str, Any]], tenant_id: int |
         category_id = categories.get(category) if isinstance(category, str) else None
         url, category_name = str(data.get("url") or "")[:2000], category_name_of(data)
         # In ITEM_COLUMNS' order; the three times are first_seen, last_seen and changed_at.
-        rows.append(
-            (own_tenant, job.scraper_id, fingerprint, url, data, digest, *times, job.pk, category_id, category_name)
-        )
+        rows.append((tenant_id, scraper_id, fingerprint, url, data, digest, *times, job_id, category_id, category_name))
     # New and changed rows in one INSERT ... ON CONFLICT DO UPDATE (first_seen is kept): a row a concurrent job
     # inserted since we looked is updated, not a failure. It returns the rows' ids where the database can.
     upserted = rows_upsert(
@@ -101,13 +94,13 @@ def items_upsert(*, job: CrawlJob, items: list[dict[str, Any]], tenant_id: int |
     )
     ids.update(upserted)
     if unchanged:
-        own.filter(fingerprint__in=unchanged).update(last_seen=now, last_job=job)
+        own.filter(fingerprint__in=unchanged).update(last_seen=now, last_job_id=job_id)
     if missing := [fingerprint for fingerprint in latest if fingerprint not in ids]:
         ids.update(own.filter(fingerprint__in=missing).values_list("fingerprint", "pk"))
-    sightings = [(job.pk, ids[fingerprint], change) for fingerprint, change in changes.items()]
+    sightings = [(job_id, ids[fingerprint], change) for fingerprint, change in changes.items()]
     rows_upsert(ItemSighting, ("job", "item", "change"), sightings, conflict=("job", "item"))
     moved = {fp: old for fp, old in old_prices.items() if changes[fp] == ItemChange.CHANGED}
-    price_changes_record(job=job, ids=ids, old_prices=moved, new={fp: latest[fp][0] for fp in moved}, now=now)
+    price_changes_record(job_id=job_id, ids=ids, old_prices=moved, new={fp: latest[fp][0] for fp in moved}, now=now)
     return Counter(changes.values())
 
 
@@ -122,7 +115,7 @@ def price_of(data: dict[str, Any]) -> tuple[str, str]:
 
 
 def price_changes_record(
-    *, job: CrawlJob, ids: dict[str, int], old_prices: dict[str, tuple[str, str]], new: dict[str, dict], now
+    *, job_id: int, ids: dict[str, int], old_prices: dict[str, tuple[str, str]], new: dict[str, dict], now
 ) -> None:
     """One ItemPriceChange per changed item whose price or currency moved; the latest N are kept per item."""
     rows = []
@@ -132,7 +125,7 @@ def price_changes_record(
             rows.append(
                 ItemPriceChange(
                     item_id=ids[fingerprint],
-                    job=job,
+                    job_id=job_id,
                     old_price=old_price[:40],
                     old_currency=old_currency[:3],
                     new_price=new_price[:40],

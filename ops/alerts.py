@@ -44,6 +44,6 @@ def job_alert_emit(*, job: CrawlJob) -> int:
 
 def _emit(job: CrawlJob, *, key: str, url: str, data: dict, requester_id: int | None) -> int:
     delivery = event_emit(
-        event=EventType.JOB_ALERT, dedupe_key=key, target_url=url, data=data, requester_id=requester_id, job=job
+        event=EventType.JOB_ALERT, dedupe_key=key, target_url=url, data=data, requester_id=requester_id, job_id=job.pk
     )
     return 1 if delivery else 0

@@ -26,7 +26,8 @@ def job_finished_record(*, job: CrawlJob) -> None:
         status=job.status, error_class=job.error_class, stats=job.stats, duration=job.duration, alerts=job.alerts
     )
     try:
-        dimensions = job_dimensions(domain=domain, scraper=job.scraper.name, version=version, tenant=job_tenant_id(job))
+        tenant = job_tenant_id(requester_id=job.requester_id)
+        dimensions = job_dimensions(domain=domain, scraper=job.scraper.name, version=version, tenant=tenant)
         at = (job.finished_at or timezone.now()).timestamp()
         stats_record(at=at, dimensions=dimensions, numbers=numbers, duration=job.duration)
     except Exception as exc:  # Redis down or slow: the outcome is stored already; say which numbers were lost

@@ -12,8 +12,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from access.permissions import IsAdminRequester
-from registry.models import Scraper, ScraperVersion
-from registry.selectors import WINDOWS, scraper_comparison, traffic_of, versions_of, window_start
+from registry.models import Scraper
+from registry.selectors import (
+    WINDOWS,
+    scraper_comparison,
+    scrapers_by_name,
+    traffic_of,
+    versions_of,
+    versions_of_scraper_named,
+    window_start,
+)
 from registry.serializers import (
     TRAFFIC_SCHEMA,
     OutcomeSerializer,
@@ -38,9 +46,11 @@ class ScraperViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
     permission_classes = [IsAdminRequester]
     serializer_class = ScraperSerializer
-    queryset = Scraper.objects.order_by("name")
     lookup_field = "name"
     lookup_value_regex = SCRAPER_NAME
+
+    def get_queryset(self):
+        return scrapers_by_name()
 
     @extend_schema(request=ScraperCreateSerializer, responses={201: ScraperSerializer})
     def create(self, request: Request) -> Response:
@@ -90,10 +100,10 @@ class VersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     lookup_value_regex = r"[^/]+"
 
     def get_scraper(self) -> Scraper:
-        return get_object_or_404(Scraper, name=self.kwargs["scraper_name"])
+        return get_object_or_404(scrapers_by_name(), name=self.kwargs["scraper_name"])
 
     def get_queryset(self):
-        return ScraperVersion.objects.filter(scraper__name=self.kwargs["scraper_name"]).select_related("scraper")
+        return versions_of_scraper_named(scraper_name=self.kwargs["scraper_name"])
 
     def list(self, request: Request, scraper_name: str) -> Response:
         versions = versions_of(scraper=self.get_scraper())

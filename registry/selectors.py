@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from project.errors import TrawlError
@@ -94,3 +95,12 @@ def scraper_comparison(
             }
         )
     return rows
+
+
+def scrapers_by_name() -> QuerySet[Scraper]:
+    return Scraper.objects.order_by("name")
+
+
+def versions_of_scraper_named(*, scraper_name: str) -> QuerySet[ScraperVersion]:
+    """The versions of the scraper with this name, each with its scraper loaded (unordered: `versions_of` sorts)."""
+    return ScraperVersion.objects.filter(scraper__name=scraper_name).select_related("scraper")

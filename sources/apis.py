@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -16,7 +15,7 @@ from crawls.runs import RunSerializer
 from crawls.serializers import JobSerializer
 from project.errors import TrawlError
 from sources.models import Source
-from sources.selectors import source_runs
+from sources.selectors import source_runs, sources_listed
 from sources.serializers import SourceCreateSerializer, SourceInputSerializer, SourceSerializer
 from sources.services.sources import source_crawl_now, source_create, source_delete, source_update
 
@@ -39,18 +38,17 @@ class SourceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.G
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self) -> QuerySet[Source]:
-        sources = Source.objects.select_related("scraper").order_by("next_sync_at", "id")
         params = self.request.query_params
         if params.get("parent") and not params["parent"].isdigit():
             raise TrawlError("parent is a source id", field="parent")
-        for name, lookup in (("kind", "kind"), ("scraper", "scraper__name"), ("parent", "parent_id")):
-            if params.get(name):
-                sources = sources.filter(**{lookup: params[name]})
-        if params.get("enabled") in ("true", "false"):
-            sources = sources.filter(enabled=params["enabled"] == "true")
-        if params.get("due") == "true":
-            sources = sources.filter(enabled=True, next_sync_at__lte=timezone.now())
-        return sources
+        enabled = params.get("enabled")
+        return sources_listed(
+            kind=params.get("kind"),
+            scraper_name=params.get("scraper"),
+            parent_id=params.get("parent"),
+            enabled=enabled == "true" if enabled in ("true", "false") else None,
+            due=params.get("due") == "true",
+        )
 
     @extend_schema(request=SourceCreateSerializer, responses={201: SourceSerializer})
     def create(self, request: Request) -> Response:

@@ -1,8 +1,9 @@
 """Apps import downward only, and no two apps import each other.
 
-Reads every app module with `ast` (module-level and function-level imports, and
-`importlib.import_module("...")` literals), so a lazy import inside a function counts as much
-as one at the top: a lazy import still ties the apps together.
+Reads every app module with `ast` (module-level and function-level imports, imports under
+`if TYPE_CHECKING:`, and `importlib.import_module("...")` literals), so a lazy import inside a
+function or an annotation's import counts as much as one at the top: each still ties the apps
+together (a lower app that needs a higher app's object takes its id and plain values instead).
 """
 
 import ast
@@ -26,20 +27,8 @@ RUNTIME_TIES = {"crawls.joblog", "crawls.states", "crawls.services.shards", "cra
 RUNG = {app: rung for rung, apps in enumerate(LAYERS) for app in apps}
 
 
-def _type_checking_only(tree):
-    """Nodes under `if TYPE_CHECKING:`: an annotation's import never runs, so it makes no edge between apps."""
-    hidden = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
-            hidden.update(id(inner) for statement in node.body for inner in ast.walk(statement))
-    return hidden
-
-
 def _imported_names(tree):
-    hidden = _type_checking_only(tree)
     for node in ast.walk(tree):
-        if id(node) in hidden:
-            continue
         if isinstance(node, ast.Import):
             yield node.lineno, [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -90,3 +79,8 @@ def test_no_package_level_cycle():
 def test_the_reader_sees_lazy_and_dynamic_imports():
     tree = ast.parse("def f():\n    from crawls import x\n    importlib.import_module('ops.tasks')\n")
     assert [modules for _, modules in _imported_names(tree)] == [["crawls"], ["ops.tasks"]]
+
+
+def test_the_reader_sees_imports_under_type_checking():
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from crawls.models import CrawlJob\n")
+    assert [modules for _, modules in _imported_names(tree)] == [["typing"], ["crawls.models"]]

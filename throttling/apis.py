@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from access.permissions import IsAdminRequester
 from project.errors import TrawlError
 from throttling.models import DomainThrottle
+from throttling.selectors import domain_throttles
 from throttling.serializers import ThrottleCreateSerializer, ThrottleInputSerializer, ThrottleSerializer
 from throttling.services import (
     default_limits,
@@ -32,9 +33,11 @@ class ThrottleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
 
     permission_classes = [IsAdminRequester]
     serializer_class = ThrottleSerializer
-    queryset = DomainThrottle.objects.all()
     lookup_field = "domain"
     lookup_value_regex = r"[^/]+"
+
+    def get_queryset(self):
+        return domain_throttles()
 
     def get_serializer_context(self) -> dict:
         # A page of rules reads the adaptive controller's states in one MGET (paginate_queryset runs first).
@@ -49,7 +52,7 @@ class ThrottleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         return self.get_paginated_response(data) if page is not None else Response(data)
 
     def get_object(self) -> DomainThrottle:
-        return get_object_or_404(DomainThrottle, domain=self.kwargs["domain"].lower().rstrip("."))
+        return get_object_or_404(domain_throttles(), domain=self.kwargs["domain"].lower().rstrip("."))
 
     @extend_schema(request=ThrottleCreateSerializer, responses={201: ThrottleSerializer})
     def create(self, request: Request) -> Response:

@@ -37,8 +37,14 @@ class ItemIngest:
     def __init__(self, job: CrawlJob, *, shard: Shard | None = None) -> None:
         self.job = job
         self.shard = shard  # the job's frontier in Redis, when this crawl uses it
-        self.ingestion = Ingestion.for_job(job)  # the version's item schema: invalid items never reach the upsert
-        self.tenant_id = job_tenant_id(job)  # whose items these are: looked up once, not for every chunk
+        # The version's item schema: invalid items never reach the upsert.
+        self.ingestion = Ingestion.for_job(
+            scraper_settings=job.scraper.settings,
+            version_settings=job.version.settings if job.version_id else None,
+            url=job.url,
+        )
+        # Whose items these are: looked up once, not for every chunk.
+        self.tenant_id = job_tenant_id(requester_id=job.requester_id)
         self.counts: Counter = Counter()
         self.seen = RecentSet(ITEMS_SEEN_MAX)
         self.discovered: dict[str, dict[str, Any]] = {}  # links reported with `discovered(url)`, by URL
@@ -60,7 +66,7 @@ class ItemIngest:
                 self.pending, self.pending_drained = self._fresh(batch), len(batch)
             drained = self.pending_drained
             if self.pending:
-                self.counts.update(items_upsert(job=self.job, items=self.pending, tenant_id=self.tenant_id))
+                self.counts.update(self._upsert(self.pending))
             self.pending, self.pending_drained = [], 0
             if drained and self.shard is not None:
                 # Stored: out of the shard's write-ahead log in Redis, with this shard's stats at that moment.
@@ -83,7 +89,10 @@ class ItemIngest:
 
     def _store(self, batch: list[dict[str, Any]]) -> None:
         if fresh := self._fresh(batch):
-            self.counts.update(items_upsert(job=self.job, items=fresh, tenant_id=self.tenant_id))
+            self.counts.update(self._upsert(fresh))
+
+    def _upsert(self, items: list[dict[str, Any]]) -> Counter:
+        return items_upsert(job_id=self.job.pk, scraper_id=self.job.scraper_id, tenant_id=self.tenant_id, items=items)
 
     def _adopt_orphans(self) -> None:
         """Store the items a dead shard (or an earlier attempt) scraped and wrote ahead but never stored."""

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 
 from items.ingestion.schema import ItemSchema, item_clean
 
-if TYPE_CHECKING:
-    from crawls.models import CrawlJob  # annotations only: items sits below crawls
 
-
-def job_schema(job: CrawlJob) -> ItemSchema | None:
+def job_schema(*, scraper_settings: dict | None, version_settings: dict | None) -> ItemSchema | None:
     """`TRAWL_ITEM_SCHEMA` from the scraper's settings, overridden by the version's (None: items pass as they are)."""
-    merged: dict[str, Any] = dict(job.scraper.settings or {})
-    if job.version_id:
-        merged.update(job.version.settings or {})
+    merged: dict[str, Any] = dict(scraper_settings or {})
+    merged.update(version_settings or {})
     return ItemSchema.from_setting(
         merged.get("TRAWL_ITEM_SCHEMA"),
         base_currency=settings.TRAWL_INGESTION_BASE_CURRENCY,
@@ -35,8 +31,10 @@ class Ingestion:
         self.sample: list[dict[str, Any]] = []
 
     @classmethod
-    def for_job(cls, job: CrawlJob) -> Ingestion:
-        return cls(schema=job_schema(job), base_url=job.url)
+    def for_job(cls, *, scraper_settings: dict | None, version_settings: dict | None, url: str) -> Ingestion:
+        """A job's ingestion: its scraper's and version's (None: no version) settings, its URL for relative links."""
+        schema = job_schema(scraper_settings=scraper_settings, version_settings=version_settings)
+        return cls(schema=schema, base_url=url)
 
     def clean(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The valid items, normalized; the invalid ones are counted and the first few kept with their reasons."""

@@ -13,9 +13,9 @@ from catalog.models import Category, CategoryMap, MapStatus
 from catalog.services import category_map_confirm, category_maps_auto
 from crawls.models import CrawlJob
 from items.models import Item
-from items.services import items_upsert
 from project.periodic import PERIODIC_TASKS, periodic_tasks_ensure
 from registry.models import Scraper
+from tests.items.upserts import job_items_upsert
 
 pytestmark = pytest.mark.django_db
 MUGS = "Funny mugs for tea lovers"
@@ -32,7 +32,7 @@ def categories(db):
 
 def crawl(items):
     scraper, _ = Scraper.objects.get_or_create(name="shop")
-    return items_upsert(job=CrawlJob.objects.create(url="http://shop.test/", scraper=scraper), items=items)
+    return job_items_upsert(job=CrawlJob.objects.create(url="http://shop.test/", scraper=scraper), items=items)
 
 
 def test_new_external_names_are_stored_unmapped_as_items_arrive(categories):

@@ -9,8 +9,9 @@ from django.utils import timezone
 from crawls.models import CrawlJob
 from items.bulk import rows_upsert
 from items.models import Item, ItemSighting
-from items.services import ITEM_COLUMNS, ITEM_COLUMNS_UPDATED, items_upsert
+from items.services import ITEM_COLUMNS, ITEM_COLUMNS_UPDATED
 from registry.models import Scraper
+from tests.items.upserts import job_items_upsert
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ def item_row(job, tenant_id, fingerprint, data, at):
 
 
 def test_a_conflicting_row_is_updated_in_place_keeping_first_seen_and_its_id_comes_back(job):
-    items_upsert(job=job, items=[{"url": "u1", "title": "old"}])
+    job_items_upsert(job=job, items=[{"url": "u1", "title": "old"}])
     existing = Item.objects.get()
     later = timezone.now()
     row = item_row(job, existing.tenant_id, existing.fingerprint, {"url": "u1", "title": "new"}, later)
@@ -55,7 +56,7 @@ def test_more_rows_than_one_statement_may_bind_are_sent_in_batches(job, monkeypa
     items = [{"url": f"http://shop.test/p/{n}", "title": f"Page {n}", "price": "1.00"} for n in range(250)]
 
     with CaptureQueriesContext(connection) as captured:
-        counts = items_upsert(job=job, items=items)
+        counts = job_items_upsert(job=job, items=items)
 
     inserts = [
         query["sql"] for query in captured.captured_queries if query["sql"].startswith('INSERT INTO "crawls_item"')
@@ -74,7 +75,7 @@ def test_a_row_missing_a_required_column_is_refused_before_any_sql(job):
 
 
 def test_without_update_a_conflicting_row_is_left_as_it_was(job):
-    items_upsert(job=job, items=[{"url": "u1"}])
+    job_items_upsert(job=job, items=[{"url": "u1"}])
     item = Item.objects.get()
 
     rows_upsert(ItemSighting, ("job", "item", "change"), [(job.pk, item.pk, "changed")], conflict=("job", "item"))

@@ -9,8 +9,8 @@ import pytest
 from crawls.models import CrawlJob
 from items.ingestion import Ingestion, ItemSchema, item_clean, job_schema, price_parse
 from items.models import Item
-from items.services import items_upsert
 from registry.models import Scraper, ScraperVersion
+from tests.items.upserts import job_items_upsert
 
 SCHEMA = ItemSchema.from_setting(
     {"required": ["title", "price"], "fields": {"title": "str", "price": "decimal", "image": "url"}}
@@ -124,12 +124,13 @@ def test_version_schema_rejects_counts_and_samples_and_only_valid_items_are_upse
         settings={"TRAWL_ITEM_SCHEMA": SCHEMA_SETTING},
     )
     job = CrawlJob.objects.create(url="http://shop.test/", scraper=scraper, version=version)
-    ingestion = Ingestion.for_job(job)
-    assert job_schema(job).required == ("title", "price")  # the version's schema overrides the scraper's
+    ingestion = Ingestion.for_job(scraper_settings=scraper.settings, version_settings=version.settings, url=job.url)
+    schema = job_schema(scraper_settings=scraper.settings, version_settings=version.settings)
+    assert schema.required == ("title", "price")  # the version's schema overrides the scraper's
     raw = [{"url": f"http://shop.test/{n}", "title": f"Item {n}", "price": f"${n}.00"} for n in range(3)]
     raw += [{"url": f"http://shop.test/bad-{n}", "title": f"Bad {n}"} for n in range(7)]
 
-    counts = items_upsert(job=job, items=ingestion.clean(raw))
+    counts = job_items_upsert(job=job, items=ingestion.clean(raw))
 
     assert counts == {"new": 3}
     assert Item.objects.count() == 3
@@ -152,4 +153,4 @@ def test_without_a_schema_items_pass_as_they_are():
     job = CrawlJob.objects.create(url="http://shop.test/", scraper=scraper)
     raw = [{"url": "/relative", "title": " <b>x</b> "}]
 
-    assert Ingestion.for_job(job).clean(raw) == raw
+    assert Ingestion.for_job(scraper_settings=scraper.settings, version_settings=None, url=job.url).clean(raw) == raw

@@ -14,8 +14,8 @@ from access.services import token_issue
 from crawls.models import CrawlJob
 from items.ingestion import Ingestion, ItemSchema
 from items.models import Item, ItemPriceChange
-from items.services import items_upsert
 from registry.models import Scraper
+from tests.items.upserts import job_items_upsert
 
 pytestmark = pytest.mark.django_db
 SCHEMA = ItemSchema.from_setting({"required": ["title", "price"], "fields": {"title": "str", "price": "decimal"}})
@@ -30,7 +30,7 @@ def crawl(scraper, pages: dict[str, tuple[str, str]], *, requester=None):
     """One job that saw `pages` ({url: (title, price text)}), normalized as a schema'd version would be."""
     job = CrawlJob.objects.create(url="http://shop.test/", scraper=scraper, requester=requester)
     raw = [{"url": url, "title": title, "price": price} for url, (title, price) in pages.items()]
-    return job, items_upsert(job=job, items=Ingestion(schema=SCHEMA).clean(raw))
+    return job, job_items_upsert(job=job, items=Ingestion(schema=SCHEMA).clean(raw))
 
 
 CATALOGUE = {

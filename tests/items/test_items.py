@@ -9,8 +9,9 @@ from django.utils import timezone
 
 from crawls.models import CrawlJob
 from items.models import Item, ItemSighting
-from items.services import content_hash, item_fingerprint, items_upsert
+from items.services import content_hash, item_fingerprint
 from registry.models import Scraper
+from tests.items.upserts import job_items_upsert
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +36,7 @@ def sightings(job) -> dict[str, str]:
 def test_first_crawl_counts_every_item_new(new_job):
     job = new_job()
 
-    counts = items_upsert(job=job, items=[{"url": "http://shop.test/1"}, {"url": "http://shop.test/2"}])
+    counts = job_items_upsert(job=job, items=[{"url": "http://shop.test/1"}, {"url": "http://shop.test/2"}])
 
     assert counts == {"new": 2}
     assert Item.objects.count() == 2
@@ -44,10 +45,10 @@ def test_first_crawl_counts_every_item_new(new_job):
 
 
 def test_recrawl_counts_new_changed_and_unchanged(new_job):
-    items_upsert(job=new_job(), items=[{"url": "u1", "price": "1"}, {"url": "u2", "price": "2"}])
+    job_items_upsert(job=new_job(), items=[{"url": "u1", "price": "1"}, {"url": "u2", "price": "2"}])
     second = new_job()
 
-    counts = items_upsert(
+    counts = job_items_upsert(
         job=second, items=[{"url": "u1", "price": "1"}, {"url": "u2", "price": "3"}, {"url": "u3", "price": "4"}]
     )
 
@@ -58,12 +59,12 @@ def test_recrawl_counts_new_changed_and_unchanged(new_job):
 
 
 def test_changed_items_move_changed_at_and_unchanged_only_last_seen(new_job):
-    items_upsert(job=new_job(), items=[{"url": "same", "v": 1}, {"url": "moves", "v": 1}])
+    job_items_upsert(job=new_job(), items=[{"url": "same", "v": 1}, {"url": "moves", "v": 1}])
     an_hour_ago = timezone.now() - timedelta(hours=1)
     Item.objects.update(first_seen=an_hour_ago, last_seen=an_hour_ago, changed_at=an_hour_ago)
     second = new_job()
 
-    items_upsert(job=second, items=[{"url": "same", "v": 1}, {"url": "moves", "v": 2}])
+    job_items_upsert(job=second, items=[{"url": "same", "v": 1}, {"url": "moves", "v": 2}])
 
     same, moves = Item.objects.get(url="same"), Item.objects.get(url="moves")
     assert same.changed_at == an_hour_ago
@@ -76,7 +77,7 @@ def test_changed_items_move_changed_at_and_unchanged_only_last_seen(new_job):
 def test_same_fingerprint_twice_in_a_batch_is_one_item_with_the_last_data(new_job):
     job = new_job()
 
-    counts = items_upsert(job=job, items=[{"url": "u", "price": "1"}, {"url": "u", "price": "2"}])
+    counts = job_items_upsert(job=job, items=[{"url": "u", "price": "1"}, {"url": "u", "price": "2"}])
 
     assert counts == {"new": 1}
     assert Item.objects.get().data["price"] == "2"
@@ -84,34 +85,34 @@ def test_same_fingerprint_twice_in_a_batch_is_one_item_with_the_last_data(new_jo
 
 
 def test_id_identifies_an_item_even_when_its_url_changes(new_job):
-    items_upsert(job=new_job(), items=[{"id": 7, "url": "http://shop.test/old", "title": "A"}])
+    job_items_upsert(job=new_job(), items=[{"id": 7, "url": "http://shop.test/old", "title": "A"}])
 
-    counts = items_upsert(job=new_job(), items=[{"id": 7, "url": "http://shop.test/new", "title": "A"}])
+    counts = job_items_upsert(job=new_job(), items=[{"id": 7, "url": "http://shop.test/new", "title": "A"}])
 
     assert counts == {"changed": 1}
     assert Item.objects.get().url == "http://shop.test/new"
 
 
 def test_sku_identifies_an_item_when_there_is_no_id(new_job):
-    items_upsert(job=new_job(), items=[{"sku": "X-1", "url": "a"}])
+    job_items_upsert(job=new_job(), items=[{"sku": "X-1", "url": "a"}])
 
-    assert items_upsert(job=new_job(), items=[{"sku": "X-1", "url": "b"}]) == {"changed": 1}
+    assert job_items_upsert(job=new_job(), items=[{"sku": "X-1", "url": "b"}]) == {"changed": 1}
     assert Item.objects.count() == 1
 
 
 def test_explicit_fingerprint_field_wins(new_job):
-    items_upsert(job=new_job(), items=[{"fingerprint": "k", "id": 1}])
+    job_items_upsert(job=new_job(), items=[{"fingerprint": "k", "id": 1}])
 
-    assert items_upsert(job=new_job(), items=[{"fingerprint": "k", "id": 2}]) == {"changed": 1}
+    assert job_items_upsert(job=new_job(), items=[{"fingerprint": "k", "id": 2}]) == {"changed": 1}
 
 
 def test_items_without_identity_are_identified_by_content(new_job):
     job = new_job()
 
-    counts = items_upsert(job=job, items=[{"title": "A"}, {"title": "B"}, {"title": "A"}])
+    counts = job_items_upsert(job=job, items=[{"title": "A"}, {"title": "B"}, {"title": "A"}])
 
     assert counts == {"new": 2}
-    assert items_upsert(job=new_job(), items=[{"title": "A"}]) == {"unchanged": 1}
+    assert job_items_upsert(job=new_job(), items=[{"title": "A"}]) == {"unchanged": 1}
 
 
 def test_fingerprint_rules():
@@ -130,9 +131,9 @@ def test_underscore_keys_do_not_change_the_content_hash():
 
 
 def test_underscore_keys_do_not_make_an_item_changed(new_job):
-    items_upsert(job=new_job(), items=[{"url": "u", "title": "x", "_crawled_at": "2024-01-01"}])
+    job_items_upsert(job=new_job(), items=[{"url": "u", "title": "x", "_crawled_at": "2024-01-01"}])
 
-    assert items_upsert(job=new_job(), items=[{"url": "u", "title": "x", "_crawled_at": "2024-02-01"}]) == {
+    assert job_items_upsert(job=new_job(), items=[{"url": "u", "title": "x", "_crawled_at": "2024-02-01"}]) == {
         "unchanged": 1
     }
 
@@ -140,15 +141,15 @@ def test_underscore_keys_do_not_make_an_item_changed(new_job):
 def test_same_fingerprint_under_two_scrapers_is_two_items(new_job):
     other = Scraper.objects.create(name="other")
 
-    items_upsert(job=new_job(), items=[{"url": "u"}])
-    counts = items_upsert(job=new_job(on=other), items=[{"url": "u"}])
+    job_items_upsert(job=new_job(), items=[{"url": "u"}])
+    counts = job_items_upsert(job=new_job(on=other), items=[{"url": "u"}])
 
     assert counts == {"new": 1}
     assert Item.objects.count() == 2
 
 
 def test_no_items_writes_nothing(new_job):
-    assert items_upsert(job=new_job(), items=[]) == {}
+    assert job_items_upsert(job=new_job(), items=[]) == {}
     assert Item.objects.count() == 0
     assert ItemSighting.objects.count() == 0
 
@@ -163,7 +164,7 @@ def test_a_chunk_costs_the_same_queries_whatever_its_size(new_job):
 
     def queries(job, items) -> int:
         with CaptureQueriesContext(connection) as captured:
-            items_upsert(job=job, items=items)
+            job_items_upsert(job=job, items=items)
         sql = [query["sql"] for query in captured.captured_queries]
         item_reads.append(sum(text.startswith("SELECT") and f'"{Item._meta.db_table}"' in text for text in sql))
         return len(sql)

@@ -43,7 +43,8 @@ def log_records(handler: logging.Handler, records: int) -> float:
 def captured(records: int) -> float:
     from django.conf import settings
 
-    from crawls.joblog import JobLogSink, job_log_forget
+    from crawls.joblog import job_log_forget
+    from runtime.bridge.joblog import JobLogSink
     from runtime.bridge.logcapture import JobLogCapture
 
     job_id = f"bench-{uuid.uuid4().hex[:8]}"

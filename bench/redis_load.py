@@ -2,7 +2,7 @@
 code makes — per page: the throttle's token take (throttling/buckets.py) and one frontier commit that queues the
 page's links, writes its item ahead, takes the page out of flight and takes the next request (runtime/frontier/);
 per tick (a second): the cancel poll (crawls/cancel.py), the progress write (crawls/progress.py), the job log's
-write (crawls/joblog.py), the frontier's `stored` for the items the tick flushed, and the lease renewal (every
+write (runtime/bridge/joblog.py), the frontier's `stored` for the items the tick flushed, and the lease renewal (every
 lease/3 s, here every tick: an upper bound). Calls go through those modules' Python API, not copies of their Lua.
 
 Measured on a private redis-server (a free port, nobody else's commands in its counters): Redis calls per page
@@ -38,9 +38,9 @@ def free_port() -> int:
 def crawl_process(*, stop: threading.Event, pages_per_second: float, links: int, pages: list[int]) -> None:
     """One crawl's Redis calls until `stop`, at `pages_per_second` (each thread takes its own pooled connection)."""
     from crawls.cancel import cancel_requested
-    from crawls.joblog import JobLogSink
     from crawls.progress import progress_store
     from project.redis import get_redis
+    from runtime.bridge.joblog import JobLogSink
     from runtime.frontier.store import Frontier
     from throttling.services import throttle_buckets
 

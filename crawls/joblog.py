@@ -1,4 +1,5 @@
-"""Per-job logs: written to Redis while an attempt runs, stored in the database when it ends, read by any process.
+"""Per-job logs: written to Redis while an attempt runs (runtime.bridge.joblog), stored in the database when it ends,
+read by any process.
 
 One writer per (job, attempt, shard): the worker process running it. It keeps the first half of
 TRAWL_JOB_LOG_MAX_LINES records and the last half, and a marker line says how many were dropped in between. Records
@@ -8,45 +9,16 @@ left in Redis by a worker that died expire after TRAWL_JOB_LOG_TTL_SECONDS; unti
 from __future__ import annotations
 
 import heapq
-import logging
-from datetime import UTC, datetime
 
 from django.conf import settings
 
 from crawls.models import CrawlJob, JobLog
 from project.errors import TrawlError
-from project.redis import get_redis, hash_tag, redis_key
+from project.redis import get_redis
+from runtime.bridge.joblog import CONTINUATION, job_log_keys, job_log_shards_key
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 MARKER_LOGGER = "trawl.joblog"
-CONTINUATION = "| "  # after the time, level and logger of a multi-line record's second and later lines
-MAX_RECORD_LINES = 500  # with TRAWL_JOB_LOG_LINE_CHARS, bounds what one record's line prefixes can add
-
-
-def record_line(record: logging.LogRecord, *, max_chars: int) -> str:
-    """`2026-11-23T09:00:00.123Z INFO scrapy.core.engine Spider opened`: one record. A multi-line record (a traceback,
-    Scrapy's stats dump) keeps its lines, each continuation line prefixed with the record's time, level and logger
-    then `| `, so that every line still starts with a time and a level and the record can be told apart again."""
-    at = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    message = record.getMessage()
-    if record.exc_info and not record.exc_text:
-        record.exc_text = logging.Formatter().formatException(record.exc_info)
-    if record.exc_text:
-        message = f"{message}\n{record.exc_text}"
-    if len(message) > max_chars:
-        message = message[: max_chars - 1] + "…"
-    # A spider names its own loggers: a space in a name would shift the fields every reader splits on.
-    head = f"{at} {_word(record.levelname)} {_word(record.name)}"
-    # Every line boundary a reader may split on (\r, \v, \u2028...), not just \n, starts a continuation line: a
-    # message can never forge a record of its own.
-    first, *rest = message.splitlines() or [""]
-    if len(rest) > MAX_RECORD_LINES:
-        rest = [*rest[:MAX_RECORD_LINES], f"… {len(rest) - MAX_RECORD_LINES} more lines"]
-    return "\n".join([f"{head} {first}", *(f"{head} {CONTINUATION}{line}" for line in rest)])
-
-
-def _word(name: str) -> str:
-    return "_".join(str(name).split()) or "-"
 
 
 def records_of(lines: list[str]) -> list[str]:
@@ -66,48 +38,9 @@ def _continues(record: str, line: str) -> bool:
     return len(fields) == 4 and fields[3].startswith(CONTINUATION) and record.startswith(" ".join(fields[:3]) + " ")
 
 
-def _keys(job_id: object, attempt: int, shard: int) -> tuple[str, str, str]:
-    base = ("joblog", hash_tag(job_id), attempt, shard)
-    return redis_key(*base, "head"), redis_key(*base, "tail"), redis_key(*base, "count")
-
-
-def _shards_key(job_id: object, attempt: int) -> str:
-    return redis_key("joblog", hash_tag(job_id), attempt, "shards")
-
-
-class JobLogSink:
-    """The Redis side of one attempt's log. Only its worker writes it, so it counts what it wrote itself."""
-
-    def __init__(self, *, job_id: object, attempt: int, shard: int = 0) -> None:
-        self.job_id, self.attempt, self.shard = job_id, attempt, shard
-        self.head_cap = settings.TRAWL_JOB_LOG_MAX_LINES // 2
-        self.tail_cap = settings.TRAWL_JOB_LOG_MAX_LINES - self.head_cap
-        self.written = 0
-
-    def write(self, lines: list[str]) -> None:
-        if not lines:
-            return
-        head_key, tail_key, count_key = _keys(self.job_id, self.attempt, self.shard)
-        head = lines[: max(0, self.head_cap - self.written)]
-        rest = lines[len(head) :]
-        ttl = settings.TRAWL_JOB_LOG_TTL_SECONDS
-        pipe = get_redis().pipeline(transaction=True)
-        if head:
-            pipe.rpush(head_key, *head)
-        if rest:
-            pipe.rpush(tail_key, *rest[-self.tail_cap :])
-            pipe.ltrim(tail_key, -self.tail_cap, -1)
-        pipe.incrby(count_key, len(lines))
-        pipe.sadd(_shards_key(self.job_id, self.attempt), self.shard)
-        for key in (head_key, tail_key, count_key, _shards_key(self.job_id, self.attempt)):
-            pipe.expire(key, ttl)
-        pipe.execute()
-        self.written += len(lines)
-
-
 def _redis_lines(job_id: object, attempt: int, shard: int) -> tuple[list[str], int, int]:
     """(lines with the marker, records logged, records dropped) of a log still in Redis."""
-    head_key, tail_key, count_key = _keys(job_id, attempt, shard)
+    head_key, tail_key, count_key = job_log_keys(job_id, attempt, shard)
     pipe = get_redis().pipeline(transaction=True)
     pipe.lrange(head_key, 0, -1).lrange(tail_key, 0, -1).get(count_key)
     head, tail, count = pipe.execute()
@@ -135,7 +68,7 @@ def job_log_store(*, job_id: object, attempt: int, shard: int = 0) -> JobLog | N
         shard=shard,
         defaults={"text": "\n".join(lines), "records": count, "dropped": dropped},
     )
-    get_redis().delete(*_keys(job_id, attempt, shard))
+    get_redis().delete(*job_log_keys(job_id, attempt, shard))
     return log
 
 
@@ -147,12 +80,12 @@ def job_log_forget(*, jobs: list[tuple[object, int]]) -> None:
     client = get_redis()
     pipe = client.pipeline(transaction=False)
     for job_id, attempt in attempts:
-        pipe.smembers(_shards_key(job_id, attempt))
+        pipe.smembers(job_log_shards_key(job_id, attempt))
     keys = []
     for (job_id, attempt), shards in zip(attempts, pipe.execute(), strict=True):
-        keys.append(_shards_key(job_id, attempt))
+        keys.append(job_log_shards_key(job_id, attempt))
         for shard in {0, *map(int, shards)}:
-            keys.extend(_keys(job_id, attempt, shard))
+            keys.extend(job_log_keys(job_id, attempt, shard))
     client.delete(*keys)
 
 
@@ -161,7 +94,7 @@ def job_log_lines(*, job: CrawlJob, attempt: int | None = None, level: str = "",
     is one item (its lines joined by newlines): `tail` and `level` count and filter records, not lines."""
     attempt = attempt or job.attempt
     # Redis before the database: a log moved in between is then found in the database, never in neither.
-    shards = {int(shard) for shard in get_redis().smembers(_shards_key(job.pk, attempt))}
+    shards = {int(shard) for shard in get_redis().smembers(job_log_shards_key(job.pk, attempt))}
     live = {shard: _redis_lines(job.pk, attempt, shard)[0] for shard in shards}
     stored = {
         log.shard: records_of(log.text.split("\n"))

@@ -22,8 +22,6 @@ LAYERS = (
     ("sources",),
     ("demo", "bench"),
 )
-# The runtime's last ties to crawls, cut by the next change (the runtime takes a plain description of the crawl).
-RUNTIME_TIES = {"crawls.joblog", "crawls.states", "crawls.services.shards", "crawls.models"}
 RUNG = {app: rung for rung, apps in enumerate(LAYERS) for app in apps}
 
 
@@ -52,7 +50,7 @@ def app_imports():
             for lineno, modules in _imported_names(tree):
                 for module in modules:
                     target = module.split(".")[0]
-                    if target in RUNG and target != app and not (app == "runtime" and module in RUNTIME_TIES):
+                    if target in RUNG and target != app:
                         found.append((app, target, f"{path.relative_to(ROOT)}:{lineno} {module}"))
     return found
 
@@ -74,6 +72,69 @@ def test_no_package_level_cycle():
 
     cycles = sorted(app for app in edges if reaches(app, app))
     assert not cycles, f"apps on an import cycle: {cycles}"
+
+
+# What the runtime may not import of an app: it is handed a plain description of the crawl (runtime.spec).
+APP_INTERNALS = ("models", "services", "selectors", "tasks")
+
+
+def _every_import(tree):
+    """Every module an import names, `from a import b` also as `a.b`, under TYPE_CHECKING and in functions too."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield node.lineno, [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif _import_module_call(node):
+            yield node.lineno, [node.args[0].value]
+
+
+def _import_module_call(node):
+    """`importlib.import_module("...")` with a literal name."""
+    return (
+        isinstance(node, ast.Call)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
+
+
+def _forbidden_in_runtime(module):
+    parts = module.split(".")
+    if parts[0] not in RUNG or parts[0] == "runtime":
+        return False
+    return parts[0] == "crawls" or (len(parts) > 1 and parts[1] in APP_INTERNALS)
+
+
+def runtime_ties(root=ROOT / "runtime"):
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for lineno, modules in _every_import(tree):
+            forbidden = [module for module in modules if _forbidden_in_runtime(module)]
+            if forbidden:  # the module the import names first (`from a.models import X`: a.models, not a.models.X)
+                found.append(f"{path.relative_to(root.parent)}:{lineno} {forbidden[0]}")
+    return found
+
+
+def test_the_runtime_imports_no_app_internals_and_nothing_of_crawls():
+    """The apps hand the runtime plain values and receive outcomes through named functions: no model, service,
+    selector or task of any app, and nothing of crawls, reaches it, however lazily or only for type checking."""
+    ties = runtime_ties()
+    assert not ties, "the runtime reaches into the apps:\n" + "\n".join(ties)
+
+
+def test_the_runtime_check_sees_every_form(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from registry.models import Package\n"
+        "def f():\n    from throttling import services\n    import crawls.joblog\n"
+        "from throttling.proxies import ProxyEntry\nfrom runtime.spec import CrawlSpec\n"
+        "importlib.import_module('items.tasks')\n"
+    )
+    found = [where.split(" ", 1)[1] for where in runtime_ties(tmp_path)]
+    assert sorted(found) == ["crawls.joblog", "items.tasks", "registry.models", "throttling.services"]
 
 
 def test_the_reader_sees_lazy_and_dynamic_imports():

@@ -8,8 +8,9 @@ import uuid
 import pytest
 from redis.crc import key_slot
 
-from crawls.joblog import JobLogSink, job_log_store
+from crawls.joblog import job_log_store
 from project.redis import get_redis, hash_tag, redis_client, redis_key
+from runtime.bridge.joblog import JobLogSink
 from runtime.frontier import Frontier, binary_redis, frontier_delete
 from throttling.adaptive import AdaptiveConfig
 from throttling.buckets import Limits, TokenBuckets

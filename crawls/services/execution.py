@@ -17,7 +17,9 @@ from django.utils import timezone
 
 from crawls import hooks
 from crawls.cancel import cancel_requested
+from crawls.joblog import job_log_store
 from crawls.models import CrawlJob, ErrorClass, JobStatus
+from crawls.services.crawl_spec import crawl_spec_build
 from crawls.services.ingestion import ItemIngest
 from crawls.services.jobs import job_claim_fair
 from crawls.services.lifecycle import AttemptCause, job_attempt_over, job_end, shard_join
@@ -29,6 +31,7 @@ from crawls.shutdown import crawling
 from crawls.timeouts import job_timeout
 from project.errors import InfrastructureUnavailable, TrawlError
 from registry.services import version_route
+from registry.services.packages import packages_unused
 from registry.spiders import SpiderImportError, spider_load
 from runtime.bridge.logcapture import job_log_capture, job_log_flush, job_log_level
 from runtime.bridge.outcome import classify, job_stats
@@ -38,6 +41,7 @@ from runtime.packaged.children import PackageUnavailable
 from runtime.packaged.run import package_run
 from runtime.rendering.screenshots import screenshots_drain
 from runtime.settings.compose import scrapy_settings_for
+from runtime.spec import CrawlSpec
 
 logger = logging.getLogger("trawl.jobs")
 # Trawl's own database or Redis being unreachable or restarting: requeue the job, never blame the site.
@@ -60,7 +64,8 @@ def job_execute(
         current, url = CrawlJob.objects.filter(pk=job_id).values_list("status", "url").first() or ("missing", "")
         logger.info("job %s attempt %s shard %s not claimed (status %s)", job_id, attempt, shard, current)
         return {"status": current, "url": url, "job_id": str(job_id), "claimed": False}
-    with job_log_capture(job_id=job.pk, attempt=job.attempt, shard=shard), heartbeat_kept(job=job), crawling():
+    captured = job_log_capture(job_id=job.pk, attempt=job.attempt, shard=shard, store=job_log_store)
+    with captured, heartbeat_kept(job=job), crawling():
         try:
             return _job_run(job=job, worker=worker, shard=shard)
         except INFRASTRUCTURE_ERRORS as exc:
@@ -87,10 +92,15 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     # Every crawl keeps its scheduler state in the job's frontier, a packaged one too: its child process runs Trawl's
     # scheduler against the same Redis keys (runtime.packaged.child).
     frontier = Shard(job, index=shard) if settings.TRAWL_FRONTIER_ENABLED else None
-    scrapy_settings = _crawl_settings(job, version, frontier=frontier)
+    spec = crawl_spec_build(job=job, version=version)
+    scrapy_settings = _crawl_settings(job, version, spec=spec, frontier=frontier)
     _log_start(job, version, worker=worker, shard=shard)
     ingest = ItemIngest(job, shard=frontier)
-    run = partial(run_spider, spider_cls=spider_cls) if spider_cls else partial(package_run, version=version)
+    run = (
+        partial(run_spider, spider_cls=spider_cls)
+        if spider_cls
+        else partial(package_run, spec=spec, unused=packages_unused)
+    )
     try:
         crawl, session = run(
             settings=scrapy_settings,
@@ -132,10 +142,10 @@ def _routed(job: CrawlJob, *, shard: int) -> tuple[Any, Any]:
     return version, spider_cls
 
 
-def _crawl_settings(job: CrawlJob, version: Any, *, frontier: Shard | None) -> dict[str, Any]:
+def _crawl_settings(job: CrawlJob, version: Any, *, spec: CrawlSpec, frontier: Shard | None) -> dict[str, Any]:
     """The crawl's Scrapy settings: the version's, the job's frontier (opened, and the other shards published, so
     they find it), its monitors; the attempt's log level follows them."""
-    scrapy_settings = scrapy_settings_for(job=job, version=version)
+    scrapy_settings = scrapy_settings_for(spec=spec)
     if frontier is not None:
         scrapy_settings.update(frontier.scrapy_settings())
         frontier.publish_others()

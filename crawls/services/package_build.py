@@ -6,9 +6,10 @@ Worker-only (it starts the package's child process, runtime.packaged.children); 
 
 from __future__ import annotations
 
+from crawls.services.crawl_spec import package_spec_of
 from registry.models import PackageStatus, ScraperVersion
 from registry.packages.envs import env_of
-from registry.services.packages import version_package_record
+from registry.services.packages import packages_unused, version_package_record
 from runtime.packaged.children import PackageUnavailable, package_check
 
 
@@ -18,7 +19,7 @@ def version_package_build(*, version_id: int) -> str:
     if version is None or version.package is None:
         return "gone"
     try:
-        problem = package_check(package=version.package, spider=version.spider)
+        problem = package_check(package=package_spec_of(version.package), spider=version.spider, unused=packages_unused)
     except PackageUnavailable as exc:
         version_package_record(version_id=version_id, status=PackageStatus.FAILED, log=f"{exc.message}\n\n{exc.log}")
         return PackageStatus.FAILED

@@ -23,12 +23,10 @@ from typing import Any
 from crawls.models import CrawlJob
 from crawls.publish import publish_shards
 from crawls.services.lifecycle import AttemptCause, job_attempt_over
-from runtime.frontier import Frontier, FrontierLost
+from runtime.frontier import DUPEFILTER, SCHEDULER, Frontier, FrontierLost
 
 logger = logging.getLogger("trawl.jobs")
 
-SCHEDULER = "runtime.frontier.scheduler.FrontierScheduler"
-DUPEFILTER = "runtime.frontier.scheduler.FrontierDupeFilter"
 SAMPLE_KEEP = 5  # list values (invalid_sample) kept when summing
 FINAL = "final"  # in a shard's progress snapshot once its crawl is over
 FINAL_WAIT_SECONDS = 5.0  # how long the last shard waits for the others' final numbers (a dead one never sends them)

@@ -11,12 +11,12 @@ import contextlib
 import logging
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import redis
 from django.conf import settings
 
-from crawls.joblog import JobLogSink, job_log_store, record_line
+from runtime.bridge.joblog import JobLogSink, record_line
 
 logger = logging.getLogger("trawl.joblog")
 LOWERED = ("root", "scrapy")  # loggers whose level the attempt lowers (the others inherit from these)
@@ -128,8 +128,11 @@ def log_handler_installed(capture: logging.Handler) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def job_log_capture(*, job_id: object, attempt: int, shard: int = 0, level: str = "INFO") -> Iterator[JobLogCapture]:
-    """Record the process's log into the job's log for the duration; store it in the database at the end."""
+def job_log_capture(
+    *, job_id: object, attempt: int, store: Callable[..., object], shard: int = 0, level: str = "INFO"
+) -> Iterator[JobLogCapture]:
+    """Record the process's log into the job's log (in Redis) for the duration; at the end, `store` keeps it (crawls
+    moves it to the database: `store(job_id=, attempt=, shard=)`)."""
     capture = JobLogCapture(sink=JobLogSink(job_id=job_id, attempt=attempt, shard=shard), level=_level(level))
     stop = threading.Event()
     flusher = threading.Thread(target=_flush_every, args=(capture, stop), name="joblog-flush", daemon=True)
@@ -144,7 +147,7 @@ def job_log_capture(*, job_id: object, attempt: int, shard: int = 0, level: str 
                 flusher.join(5)
     finally:
         capture.flush_pending()
-        _store(job_id=job_id, attempt=attempt, shard=shard)
+        _store(store, job_id=job_id, attempt=attempt, shard=shard)
 
 
 def _flush_every(capture: JobLogCapture, stop: threading.Event) -> None:
@@ -152,9 +155,9 @@ def _flush_every(capture: JobLogCapture, stop: threading.Event) -> None:
         capture.flush_pending()
 
 
-def _store(*, job_id: object, attempt: int, shard: int) -> None:
+def _store(store: Callable[..., object], *, job_id: object, attempt: int, shard: int) -> None:
     # A log that cannot be stored stays in Redis (readable until its TTL): never a reason to fail the job.
     try:
-        job_log_store(job_id=job_id, attempt=attempt, shard=shard)
+        store(job_id=job_id, attempt=attempt, shard=shard)
     except Exception as exc:
         logger.warning("job %s attempt %s: log left in Redis: %s: %s", job_id, attempt, type(exc).__name__, exc)

@@ -1,4 +1,7 @@
-"""Turning a finished crawl's Scrapy stats into Trawl's job stats and error class. Pure functions."""
+"""Turning a finished crawl's Scrapy stats into Trawl's job stats and error class. Pure functions.
+
+ErrorClass is every reason a job fails, the crawl's verdicts and the job's own (routing, cancel, a lost worker):
+crawls.states re-exports it for the job's model."""
 
 from __future__ import annotations
 
@@ -6,11 +9,29 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawls.states import ErrorClass
+from django.db import models
 
 STATUS_PREFIX = "downloader/response_status_count/"
 EXCEPTION_PREFIX = "downloader/exception_type_count/"
 BLOCKING_STATUSES = {403, 429}
+
+
+class ErrorClass(models.TextChoices):
+    TIMEOUT = "timeout", "Timeout"
+    DNS = "dns", "DNS lookup failed"
+    CONNECTION = "connection", "Connection failed"
+    HTTP_4XX = "http_4xx", "HTTP 4xx"
+    HTTP_5XX = "http_5xx", "HTTP 5xx"
+    BLOCKED = "blocked", "Blocked"
+    PARSE = "parse", "Parse"
+    SPIDER_ERROR = "spider_error", "Spider error"
+    WORKER_LOST = "worker_lost", "Worker lost"
+    CANCELLED = "cancelled", "Cancelled"
+    ROUTING = "routing", "No scraper version to run"
+    PACKAGE = "package", "Package environment unavailable"
+    STALLED = "stalled", "Stalled (no response, no item)"
+    MONITOR = "monitor", "A monitor failed the job"
+    BLOCKED_TARGET = "blocked_target", "Target refused (private address)"
 
 
 @dataclass(frozen=True)

@@ -83,8 +83,8 @@ def _import_components(*, spiders: bool) -> None:
     from scrapy.settings import Settings
     from scrapy.utils.misc import load_object
 
-    from crawls.services.shards import DUPEFILTER, SCHEDULER
     from runtime.bridge.handoff import with_item_handoff
+    from runtime.frontier import DUPEFILTER, SCHEDULER
     from runtime.settings.compose import with_schemes, with_trawl_components
     from runtime.settings.enforced import ENFORCED
 

@@ -40,10 +40,16 @@ from runtime.frontier.store import (
     frontier_delete,
 )
 
+# The SCHEDULER and DUPEFILTER_CLASS settings of a crawl that runs on a job's frontier.
+SCHEDULER = "runtime.frontier.scheduler.FrontierScheduler"
+DUPEFILTER = "runtime.frontier.scheduler.FrontierDupeFilter"
+
 __all__ = (
+    "DUPEFILTER",
     "ENDED",
     "FINGERPRINT_BYTES",
     "LOST",
+    "SCHEDULER",
     "Committed",
     "Frontier",
     "FrontierEnded",

@@ -1,11 +1,10 @@
 """The database calls of Trawl's crawl components, made by a packaged crawl's parent for its child.
 
 A packaged version's child has no database (project.settings_child). Three of Trawl's components read or write it
-during a crawl, always from a thread, never the reactor: the throttle reloads its rules into Redis when their mirror
-is stale (throttle_rules_load), proxy rotation reads its group's proxies (proxies_load) and rests a proxy a site
-blocked (proxy_cool_down). In the child, ParentDatabase replaces those three with calls over the channel (`call`
-message, `answer` command); in the worker, `db_call_answer` makes them, for what this crawl may ask only: the child
-is hostile, so it gets the proxies of its crawl's groups and may rest only those.
+during a crawl (throttling.crawl_db: the throttle's rules, a proxy group's proxies, a blocked proxy's rest). In the
+child, ParentDatabase routes those three to calls over the channel (`call` message, `answer` command); in the worker,
+`db_call_answer` makes them, for what this crawl may ask only: the child is hostile, so it gets the proxies of its
+crawl's groups and may rest only those.
 """
 
 from __future__ import annotations
@@ -62,19 +61,17 @@ class ParentDatabase:
 
     def install(self) -> None:
         """Route the components' three database calls here."""
-        import throttling.services
-        from throttling.proxies import ProxyEntry, ProxyRotationMiddleware
+        from throttling.crawl_db import crawl_db_route
 
-        def proxies(*, group: str) -> list[ProxyEntry]:
-            return [ProxyEntry(*row) for row in self.call("proxies", group=group)]
+        def proxy_rows(*, group: str) -> list:
+            return self.call("proxies", group=group)
 
-        def cool_down(*, url: str, seconds: float) -> None:
+        def proxy_rest(*, url: str, seconds: float) -> None:
             self.call("proxy_cool_down", url=url, seconds=seconds)
 
-        throttling.services.throttle_rules_load = lambda: bool(self.call("throttle_rules"))
-        throttling.services.proxy_cool_down = cool_down
-        # Bound as the default of the middleware's `load` argument, which proxy_options() never sets.
-        ProxyRotationMiddleware.__init__.__kwdefaults__["load"] = proxies
+        crawl_db_route(
+            rules_load=lambda: bool(self.call("throttle_rules")), proxy_rows=proxy_rows, proxy_rest=proxy_rest
+        )
 
 
 @dataclass
@@ -110,20 +107,20 @@ def db_call_answer(message: dict[str, Any], scope: CallScope) -> dict[str, Any]:
 
 
 def _answer(what: Any, args: dict[str, Any], scope: CallScope) -> Any:
-    from throttling.services import proxy_cool_down, throttle_rules_load
+    from throttling.crawl_db import crawl_proxy_rest, crawl_proxy_rows, crawl_rules_load
 
     if what == "throttle_rules":
         if time.monotonic() - scope.rules_at < RULES_EVERY:
             return False  # "someone is loading them": the throttle asks its buckets again a moment later
         scope.rules_at = time.monotonic()
-        return throttle_rules_load()
+        return crawl_rules_load()
     if what == "proxies":
         if args.get("group") not in scope.groups:
             raise ParentCallError(f"proxy group {args.get('group')!r} is not this crawl's")
         group = args["group"]
         read_at, entries = scope.proxies_read.get(group, (float("-inf"), []))
         if time.monotonic() - read_at >= RULES_EVERY:  # a child asking in a loop does not hammer the database
-            entries = _proxies(group=group)
+            entries = crawl_proxy_rows(group=group)
             scope.proxies_read[group] = (time.monotonic(), entries)
             scope.proxies.update(entry[0] for entry in entries)
         return entries
@@ -131,18 +128,6 @@ def _answer(what: Any, args: dict[str, Any], scope: CallScope) -> Any:
         if args.get("url") not in scope.proxies:
             raise ParentCallError("not a proxy of this crawl")
         seconds = min(float(args.get("seconds") or 0), scope.cooldown)
-        proxy_cool_down(url=args["url"], seconds=max(seconds, 0.0))
+        crawl_proxy_rest(url=args["url"], seconds=max(seconds, 0.0))
         return None
     raise ParentCallError(f"unknown call {what!r}")
-
-
-def _proxies(*, group: str) -> list[list]:
-    """throttling.proxies.proxies_load's rows, without its closing of the thread's connections: this is the task
-    thread, whose connection the job's own writes use."""
-    from throttling.models import Proxy
-
-    rows = Proxy.objects.filter(enabled=True, group=group).order_by("egress_label", "url")
-    return [
-        [row.url, row.egress_label, row.cooling_down_until.timestamp() if row.cooling_down_until else 0.0]
-        for row in rows
-    ]

@@ -16,19 +16,23 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
-from registry.models import Package
-from registry.packages.envs import EnvBuildError, PackageEnv, env_lease
+from registry.packages.envs import EnvBuildError, PackageEnv, env_lease, envs_prune
 from runtime.packaged.child_env import child_environment, undumpable
 from runtime.packaged.child_redis import ChildRedis, ChildRedisError, child_redis_grant, child_redis_revoke
+from runtime.spec import PackageSpec
 
 logger = logging.getLogger("trawl.packages")
 START_SECONDS = 120  # a child that has not said `ready` by then is broken
 REUSE_MARGIN = 10  # never hand a job to a child this close to exiting for idleness
+# Of these package hashes, those no version needs any more: the registry's answer (it reads the database), asked when
+# a child exits so that the environment of a deprecated version goes with its last user.
+Unused = Callable[[Iterable[str]], set[str]]
 
 
 class PackageUnavailable(Exception):
@@ -47,6 +51,7 @@ class Child:
     redis: ChildRedis = field(default_factory=lambda: ChildRedis(url=""))
     messages: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     last_used: float = field(default_factory=time.monotonic)
+    unused: Unused | None = None  # None: this machine's environments are pruned by someone else
 
     def send(self, **command: Any) -> None:
         try:
@@ -79,7 +84,7 @@ class Child:
 _children: dict[str, Child] = {}  # this worker process's warm children, by package hash
 
 
-def child_for(package: Package) -> Child:
+def child_for(package: PackageSpec, *, unused: Unused | None = None) -> Child:
     """A running child of the package's environment, building the environment first if this machine has none."""
     child = _children.pop(package.sha256, None)
     if child is not None and child.fresh():
@@ -93,7 +98,7 @@ def child_for(package: Package) -> Child:
         env, lock_fd = env_lease(package=package)
     except EnvBuildError as exc:
         raise PackageUnavailable(f"the environment of {package} does not build here: {exc.message}", exc.log) from None
-    child = _spawn(env, lock_fd, package.sha256)
+    child = _spawn(env, lock_fd, package.sha256, unused=unused)
     ready = child.receive(timeout=START_SECONDS)
     if ready.get("t") != "ready":
         child.stop(kill=True)
@@ -102,7 +107,7 @@ def child_for(package: Package) -> Child:
     return child
 
 
-def _spawn(env: PackageEnv, lock_fd: int, sha256: str) -> Child:
+def _spawn(env: PackageEnv, lock_fd: int, sha256: str, *, unused: Unused | None) -> Child:
     read_fd, write_fd = os.pipe()
     grant = ChildRedis(url="")
     try:
@@ -127,7 +132,7 @@ def _spawn(env: PackageEnv, lock_fd: int, sha256: str) -> Child:
     finally:
         os.close(write_fd)
         os.close(lock_fd)
-    child = Child(sha256=sha256, process=process, redis=grant)
+    child = Child(sha256=sha256, process=process, redis=grant, unused=unused)
     threading.Thread(target=_read, args=(child, read_fd), name=f"package-{sha256[:8]}", daemon=True).start()
     return child
 
@@ -148,13 +153,12 @@ def _after_exit(child: Child) -> None:
     """The child is gone: its Redis user goes, and it was perhaps the last user of a deprecated version's
     environment. Here, not in the child: that asks the database, which the child has no access to."""
     child_redis_revoke(child.redis)
+    if child.unused is None:
+        return
     from django.db import connections
 
-    from registry.packages.envs import envs_prune
-    from registry.services.packages import packages_unused
-
     try:
-        envs_prune(unused=packages_unused, only=child.sha256)
+        envs_prune(unused=child.unused, only=child.sha256)
     except Exception:  # robust: pruning is a courtesy; the next worker start or deprecation prunes again
         logger.exception("package environment prune failed")
     finally:
@@ -168,9 +172,9 @@ def child_discard(child: Child) -> None:
     child.stop(kill=True)
 
 
-def package_check(*, package: Package, spider: str) -> str:
+def package_check(*, package: PackageSpec, spider: str, unused: Unused | None = None) -> str:
     """Why `spider` is not a Spider class inside the package's environment ("" when it is). Leaves the child warm."""
-    child = child_for(package)
+    child = child_for(package, unused=unused)
     child.send(cmd="check", spider=spider)
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:

@@ -16,33 +16,35 @@ from typing import Any
 
 from django.conf import settings as project_settings
 
-from registry.models import Package, ScraperVersion
 from runtime.bridge.runner import STOP_GRACE_SECONDS, CrawlResult, CrawlSession
 from runtime.packaged.child_db import CallScope, db_call_answer
 from runtime.packaged.child_redis import child_redis_keys
-from runtime.packaged.children import Child, child_discard, child_for
+from runtime.packaged.children import Child, Unused, child_discard, child_for
 from runtime.rendering.screenshots import screenshot_received
+from runtime.spec import CrawlSpec, PackageSpec
 
 logger = logging.getLogger("trawl.jobs")
 
 
-def package_run(*, version: ScraperVersion, **crawl: Any) -> tuple[CrawlResult, CrawlSession]:
-    """run_spider's call for a packaged version (same keywords, the version instead of the spider class)."""
-    return run_packaged(package=version.package, spider=version.spider, **crawl)
+def package_run(*, spec: CrawlSpec, unused: Unused, **crawl: Any) -> tuple[CrawlResult, CrawlSession]:
+    """run_spider's call for a packaged version (same keywords, the crawl's spec instead of the spider class;
+    `unused`: registry's answer to which packages no version needs, asked when the child exits)."""
+    return run_packaged(package=spec.package, spider=spec.spider, unused=unused, **crawl)
 
 
 def run_packaged(
     *,
-    package: Package,
+    package: PackageSpec,
     spider: str,
     settings: dict,
     spider_kwargs: dict,
     timeout: float,
     on_tick: Callable[[CrawlSession], str],
     tick_seconds: float = 1.0,
+    unused: Unused | None = None,
 ) -> tuple[CrawlResult, CrawlSession]:
     """run_spider for a packaged version. Raises PackageUnavailable before the crawl if the package cannot run."""
-    child = child_for(package)
+    child = child_for(package, unused=unused)
     session, crawl_id = CrawlSession(), uuid.uuid4().hex
     scope = CallScope.of_crawl(settings=settings, spider_kwargs=spider_kwargs)
     child_redis_keys(child.redis, crawl=settings)  # this crawl's frontier and incremental cache, no other's

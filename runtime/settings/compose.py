@@ -11,12 +11,11 @@ from typing import Any
 from django.conf import settings
 from scrapy.settings import Settings
 
-from crawls.models import CrawlJob
 from project.net import guard_enabled
 from project.redis import redis_key
-from registry.models import ScraperVersion
 from runtime.guard.schemes import GATE, GATE_ORDER, SCHEMES_SETTING, allowed_schemes, download_handlers
 from runtime.settings.enforced import COMPONENTS_SETTING, ENFORCED, GUARD, GUARD_ORDER
+from runtime.spec import CrawlSpec
 
 COMPONENT_SETTINGS = {
     "EXTENSIONS": "TRAWL_SCRAPY_EXTENSIONS",
@@ -24,30 +23,30 @@ COMPONENT_SETTINGS = {
 }
 
 
-def scrapy_settings_for(*, job: CrawlJob, version: ScraperVersion) -> dict[str, Any]:
+def scrapy_settings_for(*, spec: CrawlSpec) -> dict[str, Any]:
     merged: dict[str, Any] = dict(settings.TRAWL_SCRAPY_SETTINGS)
-    merged.update(version.scraper.settings or {})
-    merged.update(version.settings or {})
-    useragent = (job.options or {}).get("useragent")
+    merged.update(spec.scraper_settings)
+    merged.update(spec.version_settings)
+    useragent = spec.options.get("useragent")
     if useragent:
         merged["USER_AGENT"] = useragent
     with_trawl_components(merged)
-    if job.source_id:
-        _incremental(merged, job)
-    _rendering(merged, job)
+    if spec.source_id:
+        _incremental(merged, spec)
+    _rendering(merged, spec)
     merged.update(ENFORCED)
     with_schemes(merged)
     # The guard's switch is set here (its place in the chain by with_trawl_components).
     # Non-admin requesters' jobs only: scheduled work (no requester) crawls sources an admin registered.
-    merged["TRAWL_GUARD_PRIVATE_TARGETS"] = guard_enabled() and bool(job.requester_id and not job.requester.is_admin)
+    merged["TRAWL_GUARD_PRIVATE_TARGETS"] = guard_enabled() and spec.guarded
     merged["TRAWL_PRIVATE_TARGETS_ALLOWED"] = list(settings.TRAWL_PRIVATE_TARGETS_ALLOWED)
     merged["TRAWL_DNS_SERVERS"] = list(settings.TRAWL_DNS_SERVERS)
     # Names a FEEDS URI template may use (runtime/settings/feeds.py); a version's own FEED_URI_PARAMS wins.
     merged["TRAWL_FEED_PARAMS"] = {
-        "job_id": str(job.pk),
-        "attempt": job.attempt,
-        "scraper": version.scraper.name,
-        "version": version.version,
+        "job_id": spec.job_id,
+        "attempt": spec.attempt,
+        "scraper": spec.scraper,
+        "version": spec.version,
     }
     merged.setdefault("FEED_URI_PARAMS", "runtime.settings.feeds.feed_uri_params")
     return merged
@@ -83,14 +82,13 @@ def _declared_dict(value: Any) -> dict[str, Any]:
     return dict(value or {})
 
 
-def _incremental(merged: dict[str, Any], job: CrawlJob) -> None:
+def _incremental(merged: dict[str, Any], spec: CrawlSpec) -> None:
     """A source's crawl gets its own shared HTTP cache and lastmod memory (runtime/incremental/cache.py); the
     source's config may opt out with TRAWL_INCREMENTAL, like a scraper or version."""
     merged.setdefault("TRAWL_INCREMENTAL", settings.TRAWL_INCREMENTAL)
-    config = job.source.config or {}
-    if "TRAWL_INCREMENTAL" in config:
-        merged["TRAWL_INCREMENTAL"] = config["TRAWL_INCREMENTAL"]
-    merged["TRAWL_INCREMENTAL_SCOPE"] = redis_key("incremental", "source", job.source_id)
+    if "TRAWL_INCREMENTAL" in spec.source_config:
+        merged["TRAWL_INCREMENTAL"] = spec.source_config["TRAWL_INCREMENTAL"]
+    merged["TRAWL_INCREMENTAL_SCOPE"] = redis_key("incremental", "source", spec.source_id)
 
 
 # A scraper or version may set these (docs/rendering.md); the project's values are the defaults.
@@ -111,13 +109,13 @@ RENDER_PROCESS = (
 )
 
 
-def _rendering(merged: dict[str, Any], job: CrawlJob) -> None:
+def _rendering(merged: dict[str, Any], spec: CrawlSpec) -> None:
     """Rendering's settings: project < scraper < version < source config < the job's `render` options."""
     for name in RENDER_CHOICES:
         merged.setdefault(name, getattr(settings, name))
-    if job.source_id and "TRAWL_RENDER" in (job.source.config or {}):
-        merged["TRAWL_RENDER"] = job.source.config["TRAWL_RENDER"]
-    options = job.options or {}
+    if "TRAWL_RENDER" in spec.source_config:
+        merged["TRAWL_RENDER"] = spec.source_config["TRAWL_RENDER"]
+    options = spec.options
     if "render" in options:
         merged["TRAWL_RENDER"] = "always" if options["render"] else "never"
     if options.get("wait_for"):

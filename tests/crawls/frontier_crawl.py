@@ -32,6 +32,7 @@ def job_link_crawl(url: str) -> Any:
     import uuid
 
     from crawls.models import CrawlJob
+    from crawls.services.crawl_spec import crawl_spec_build
     from registry.models import Scraper, ScraperVersion
     from runtime.bridge.runner import run_spider
     from runtime.settings.compose import scrapy_settings_for
@@ -39,7 +40,7 @@ def job_link_crawl(url: str) -> Any:
 
     job_id = uuid.uuid4().hex
     version = ScraperVersion(scraper=Scraper(name="link", settings={}), settings={}, version="1")
-    settings = scrapy_settings_for(job=CrawlJob(options={}), version=version)
+    settings = scrapy_settings_for(spec=crawl_spec_build(job=CrawlJob(options={}), version=version))
     settings.update(frontier_settings(job_id=job_id, attempt=1, shard=0), LOG_LEVEL="ERROR")
     frontier = Frontier(job_id)
     crawl, _ = run_spider(

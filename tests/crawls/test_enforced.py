@@ -10,6 +10,7 @@ from scrapy.utils.conf import build_component_list
 
 from access.services import token_issue
 from crawls.models import CrawlJob
+from crawls.services.crawl_spec import crawl_spec_build
 from crawls.services.shards import frontier_settings
 from registry.models import Scraper, ScraperVersion
 from runtime.guard.schemes import HTTP_DOWNLOAD_HANDLERS
@@ -31,7 +32,7 @@ def composed(settings):
     scraper = Scraper.objects.create(name="hostile")
     version = ScraperVersion.objects.create(scraper=scraper, version="1.0.0", spider="tests.fixtures.hostile.X")
     job = CrawlJob.objects.create(url="http://shop.test/", scraper=scraper, requester=requester)
-    merged = scrapy_settings_for(job=job, version=version)
+    merged = scrapy_settings_for(spec=crawl_spec_build(job=job, version=version))
     merged.update(frontier_settings(job_id=str(job.pk), attempt=1, shard=0))
     return merged
 

@@ -10,6 +10,7 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from crawls.services.crawl_spec import crawl_spec_build
 from project.redis import get_redis
 from runtime.incremental.cache import (
     SCOPE_SETTING,
@@ -124,8 +125,10 @@ def test_source_crawls_get_a_cache_scope_and_a_source_may_opt_out(builtins):
     job = job_create(url=source.url, source=source)
     adhoc = job_create(url=source.url)
 
-    assert scrapy_settings_for(job=job, version=version)[SCOPE_SETTING].endswith(f"incremental:source:{source.pk}")
-    assert SCOPE_SETTING not in scrapy_settings_for(job=adhoc, version=version)
+    assert scrapy_settings_for(spec=crawl_spec_build(job=job, version=version))[SCOPE_SETTING].endswith(
+        f"incremental:source:{source.pk}"
+    )
+    assert SCOPE_SETTING not in scrapy_settings_for(spec=crawl_spec_build(job=adhoc, version=version))
     source.config = {"TRAWL_INCREMENTAL": False}
-    assert scrapy_settings_for(job=job, version=version)["TRAWL_INCREMENTAL"] is False
-    assert scrapy_settings_for(job=job, version=version)["AUTOTHROTTLE_ENABLED"] is False
+    assert scrapy_settings_for(spec=crawl_spec_build(job=job, version=version))["TRAWL_INCREMENTAL"] is False
+    assert scrapy_settings_for(spec=crawl_spec_build(job=job, version=version))["AUTOTHROTTLE_ENABLED"] is False

@@ -15,6 +15,7 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
+from crawls.services.crawl_spec import package_spec_of
 from project.redis import get_redis
 from runtime.bridge.runner import CrawlSession
 from runtime.frontier import Frontier
@@ -53,11 +54,11 @@ def test_a_packaged_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_
     job = uuid.uuid4().hex
     frontier = Frontier(job)
 
-    child = child_for(version.package)  # started (and its environment built) before the clock runs
+    child = child_for(package_spec_of(version.package))  # started (and its environment built) before the clock runs
     try:
         started = time.monotonic()
         crawl, _ = run_packaged(
-            package=version.package,
+            package=package_spec_of(version.package),
             spider="trawlshop.spiders.ShopSpider",
             settings=frontier_crawl_settings(job),
             spider_kwargs={"url": f"{site.url}/product-1.html"},
@@ -77,10 +78,10 @@ def test_a_packaged_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_
 def crawl_product_page(version, site, settings: dict):
     """The packaged shop spider's crawl of one product page with these settings (plus Trawl's components), in a child
     discarded afterwards."""
-    child = child_for(version.package)
+    child = child_for(package_spec_of(version.package))
     try:
         return run_packaged(
-            package=version.package,
+            package=package_spec_of(version.package),
             spider="trawlshop.spiders.ShopSpider",
             settings=with_trawl_components(settings),
             spider_kwargs={"url": f"{site.url}/product-1.html", "config": {}},

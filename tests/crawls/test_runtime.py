@@ -53,6 +53,7 @@ from runtime.frontier import Frontier
 from crawls.models import CrawlJob
 from runtime.bridge.runner import run_spider
 from runtime.settings.compose import scrapy_settings_for
+from crawls.services.crawl_spec import crawl_spec_build
 from runtime.spiders.link import LinkSpider
 from crawls.services.shards import frontier_settings
 from registry.models import Scraper, ScraperVersion

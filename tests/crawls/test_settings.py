@@ -6,6 +6,7 @@ import pytest
 from django.test import override_settings
 
 from crawls.models import CrawlJob
+from crawls.services.crawl_spec import crawl_spec_build
 from registry.models import Scraper, ScraperVersion
 from runtime.settings.compose import scrapy_settings_for
 
@@ -18,7 +19,7 @@ def layered(*, scraper=None, version=None, options=None, name="shop"):
     owner = Scraper.objects.create(name=name, settings=scraper or {})
     used = ScraperVersion.objects.create(scraper=owner, version="1.0.0", spider=SPIDER, settings=version or {})
     job = CrawlJob.objects.create(url="http://shop.test/", scraper=owner, options=options or {})
-    return scrapy_settings_for(job=job, version=used)
+    return scrapy_settings_for(spec=crawl_spec_build(job=job, version=used))
 
 
 def test_defaults_apply_when_nothing_overrides_them():

@@ -11,6 +11,7 @@ from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
 from crawls.models import CrawlJob
+from crawls.services.crawl_spec import crawl_spec_build
 from registry.models import Scraper, ScraperVersion
 from runtime.bridge.stats import CrawlStats
 from runtime.settings.compose import scrapy_settings_for
@@ -19,7 +20,9 @@ from runtime.spiders.link import LinkSpider
 
 def crawler_with(version_settings: dict) -> Crawler:
     version = ScraperVersion(scraper=Scraper(name="link", settings={}), settings=version_settings, version="1")
-    return get_crawler(LinkSpider, scrapy_settings_for(job=CrawlJob(options={}), version=version))
+    return get_crawler(
+        LinkSpider, scrapy_settings_for(spec=crawl_spec_build(job=CrawlJob(options={}), version=version))
+    )
 
 
 def test_a_crawl_counts_with_crawl_stats_and_a_version_may_bring_its_own():

@@ -9,9 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from crawls.joblog import JobLogSink, job_log_forget
+from crawls.joblog import job_log_forget, job_log_store
 from crawls.models import CrawlJob, JobStatus
 from registry.models import Scraper
+from runtime.bridge.joblog import JobLogSink
 from runtime.bridge.logcapture import job_log_capture
 from sources.models import Source
 
@@ -43,7 +44,7 @@ def test_job_page_shows_its_log_and_alerts(admin_client, source):
 
 def test_the_job_pages_log_box_shows_a_multi_line_record_on_its_own_lines(admin_client, source):
     job = CrawlJob.objects.create(url=source.url, scraper=source.scraper, status=JobStatus.FAILED)
-    with job_log_capture(job_id=job.pk, attempt=1):
+    with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
         try:
             raise KeyError("region")
         except KeyError:

@@ -11,12 +11,13 @@ from django.utils import timezone
 
 from access.tenancy import system_tenant
 from callbacks.models import Delivery, DeliveryAttempt
-from crawls.joblog import JobLogSink, job_log_lines, job_log_store
+from crawls.joblog import job_log_lines, job_log_store
 from crawls.models import CrawlJob, JobLog, JobStatus
 from items.models import Item, ItemSighting
 from project.periodic import periodic_tasks_ensure
 from project.redis import get_redis, redis_key
 from registry.models import Scraper
+from runtime.bridge.joblog import JobLogSink
 from sources.models import Source
 
 pytestmark = pytest.mark.django_db

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crawls.models import CrawlJob
+from crawls.services.crawl_spec import crawl_spec_build
 from registry.models import ScraperVersion
 from runtime.settings.compose import scrapy_settings_for
 from tests.clients import client_for
@@ -54,7 +55,7 @@ def test_job_options_cannot_reach_feeds(api, builtins):
     ).json()
 
     version = ScraperVersion.objects.get(scraper__name="link")
-    merged = scrapy_settings_for(job=CrawlJob.objects.get(pk=job["id"]), version=version)
+    merged = scrapy_settings_for(spec=crawl_spec_build(job=CrawlJob.objects.get(pk=job["id"]), version=version))
 
     assert refused.status_code == 400
     assert "FEEDS" not in merged

@@ -82,6 +82,10 @@ class JobLogSink:
         self.job_id, self.attempt, self.shard = job_id, attempt, shard
         self.head_cap = settings.TRAWL_JOB_LOG_MAX_LINES // 2
         self.tail_cap = settings.TRAWL_JOB_LOG_MAX_LINES - self.head_cap
+        # What the capture writing into this sink (runtime.bridge.logcapture) is to keep to.
+        self.max_lines = settings.TRAWL_JOB_LOG_MAX_LINES
+        self.line_chars = settings.TRAWL_JOB_LOG_LINE_CHARS
+        self.flush_seconds = settings.TRAWL_JOB_LOG_FLUSH_SECONDS
         self.written = 0
 
     def write(self, lines: list[str]) -> None:

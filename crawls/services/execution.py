@@ -36,7 +36,7 @@ from runtime.bridge.runner import run_spider
 from runtime.packaged.children import PackageUnavailable
 from runtime.packaged.run import package_run
 from runtime.rendering.screenshots import screenshots_drain
-from runtime.settings.compose import scrapy_settings_for
+from runtime.settings.compose import child_pool, scrapy_settings_for
 
 logger = logging.getLogger("trawl.jobs")
 # Trawl's own database or Redis being unreachable or restarting: requeue the job, never blame the site.
@@ -88,7 +88,11 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     scrapy_settings = _crawl_settings(job, version, frontier=frontier)
     _log_start(job, version, worker=worker, shard=shard)
     ingest = ItemIngest(job, shard=frontier)
-    run = partial(run_spider, spider_cls=spider_cls) if spider_cls else partial(package_run, version=version)
+    run = (
+        partial(run_spider, spider_cls=spider_cls)
+        if spider_cls
+        else partial(package_run, version=version, pool=child_pool())
+    )
     try:
         crawl, session = run(
             settings=scrapy_settings,
@@ -170,8 +174,8 @@ def _outcome(
         stopped_because=crawl.stopped_because,
         crawl_error=crawl.crawl_error,
         first_spider_error=crawl.first_spider_error,
-        max_spider_errors=int(scrapy_settings.get("TRAWL_MAX_SPIDER_ERRORS", 0)),
-        block_share=float(scrapy_settings.get("TRAWL_BLOCK_SHARE", settings.TRAWL_BLOCK_SHARE)),
+        max_spider_errors=int(scrapy_settings["TRAWL_MAX_SPIDER_ERRORS"]),
+        block_share=float(scrapy_settings["TRAWL_BLOCK_SHARE"]),
     )
     verdict = job_outcome_monitored(
         job=job, verdict=verdict, stats=stats, scrapy_stats=crawl.stats, monitors=scrapy_settings["TRAWL_MONITORS"]

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Iterator
 
 import redis
-from django.conf import settings
 
 from crawls.joblog import JobLogSink, job_log_store, record_line
 
@@ -31,7 +30,7 @@ class JobLogCapture(logging.Handler):
         super().__init__(level)
         self.sink = sink
         self.pending: list[str] = []
-        self.max_chars = settings.TRAWL_JOB_LOG_LINE_CHARS
+        self.max_chars = sink.line_chars
         self.writing = threading.Lock()  # one flush at a time (the flusher thread, the job's end): lines stay in order
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -49,7 +48,7 @@ class JobLogCapture(logging.Handler):
                 self.sink.write(lines)
             except redis.RedisError as exc:
                 with self.lock:  # kept for the next flush; the sink's cap bounds what Redis ends up holding
-                    self.pending = lines[-settings.TRAWL_JOB_LOG_MAX_LINES :] + self.pending
+                    self.pending = lines[-self.sink.max_lines :] + self.pending
                 logger.warning("job log not written yet (%s); retrying", exc, extra={"joblog_internal": True})
 
 
@@ -148,7 +147,7 @@ def job_log_capture(*, job_id: object, attempt: int, shard: int = 0, level: str 
 
 
 def _flush_every(capture: JobLogCapture, stop: threading.Event) -> None:
-    while not stop.wait(settings.TRAWL_JOB_LOG_FLUSH_SECONDS):
+    while not stop.wait(capture.sink.flush_seconds):
         capture.flush_pending()
 
 

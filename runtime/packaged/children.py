@@ -19,8 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
+from project.env import BASE_DIR
 from registry.models import Package
 from registry.packages.envs import EnvBuildError, PackageEnv, env_lease
 from runtime.packaged.child_env import child_environment, undumpable
@@ -40,10 +39,23 @@ class PackageUnavailable(Exception):
         self.log = log
 
 
+@dataclass(frozen=True)
+class ChildPool:
+    """How this worker process keeps its packages' children: the project's settings, composed by
+    runtime.settings.compose's child_pool and handed in by the caller."""
+
+    idle_seconds: float  # TRAWL_PACKAGE_CHILD_IDLE_SECONDS: a child without a crawl for this long exits
+    kept: int  # TRAWL_PACKAGE_CHILDREN_KEPT: warm children at most (the least recently used other one is stopped)
+    redis_url: str  # Trawl's Redis, where a child's own user is made
+    redis_acl: bool  # TRAWL_PACKAGE_CHILD_REDIS_ACL: a Redis user of its own per child
+    django_settings: dict[str, Any] = field(repr=False)  # the child's (runtime.packaged.child_env)
+
+
 @dataclass
 class Child:
     sha256: str
     process: subprocess.Popen
+    idle_seconds: float  # its pool's: it exits after this long without a crawl
     redis: ChildRedis = field(default_factory=lambda: ChildRedis(url=""))
     messages: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     last_used: float = field(default_factory=time.monotonic)
@@ -63,7 +75,7 @@ class Child:
             return {"t": "timeout"}
 
     def fresh(self) -> bool:
-        idle, limit = time.monotonic() - self.last_used, settings.TRAWL_PACKAGE_CHILD_IDLE_SECONDS
+        idle, limit = time.monotonic() - self.last_used, self.idle_seconds
         return self.process.poll() is None and idle < limit - min(REUSE_MARGIN, limit / 4)
 
     def stop(self, *, kill: bool = False) -> None:
@@ -79,7 +91,7 @@ class Child:
 _children: dict[str, Child] = {}  # this worker process's warm children, by package hash
 
 
-def child_for(package: Package) -> Child:
+def child_for(package: Package, *, pool: ChildPool) -> Child:
     """A running child of the package's environment, building the environment first if this machine has none."""
     child = _children.pop(package.sha256, None)
     if child is not None and child.fresh():
@@ -87,13 +99,13 @@ def child_for(package: Package) -> Child:
         return child
     if child is not None:
         child.stop()
-    while len(_children) >= settings.TRAWL_PACKAGE_CHILDREN_KEPT:
+    while len(_children) >= pool.kept:
         _children.pop(min(_children, key=lambda sha: _children[sha].last_used)).stop()
     try:
         env, lock_fd = env_lease(package=package)
     except EnvBuildError as exc:
         raise PackageUnavailable(f"the environment of {package} does not build here: {exc.message}", exc.log) from None
-    child = _spawn(env, lock_fd, package.sha256)
+    child = _spawn(env, lock_fd, package.sha256, pool)
     ready = child.receive(timeout=START_SECONDS)
     if ready.get("t") != "ready":
         child.stop(kill=True)
@@ -102,17 +114,22 @@ def child_for(package: Package) -> Child:
     return child
 
 
-def _spawn(env: PackageEnv, lock_fd: int, sha256: str) -> Child:
+def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool) -> Child:
     read_fd, write_fd = os.pipe()
     grant = ChildRedis(url="")
     try:
         undumpable()
-        grant = child_redis_grant()
+        grant = child_redis_grant(url=pool.redis_url, acl=pool.redis_acl)
         process = subprocess.Popen(
             [str(env.python), "-P", "-m", "runtime.packaged.child"],
             stdin=subprocess.PIPE,
-            cwd=settings.BASE_DIR,
-            env=child_environment(channel_fd=write_fd, redis_url=grant.url),
+            cwd=BASE_DIR,
+            env=child_environment(
+                channel_fd=write_fd,
+                redis_url=grant.url,
+                idle_seconds=pool.idle_seconds,
+                django_settings=pool.django_settings,
+            ),
             # The lock: the child holds the environment's shared lock for its whole life.
             pass_fds=(write_fd, lock_fd),
             text=True,
@@ -127,7 +144,7 @@ def _spawn(env: PackageEnv, lock_fd: int, sha256: str) -> Child:
     finally:
         os.close(write_fd)
         os.close(lock_fd)
-    child = Child(sha256=sha256, process=process, redis=grant)
+    child = Child(sha256=sha256, process=process, idle_seconds=pool.idle_seconds, redis=grant)
     threading.Thread(target=_read, args=(child, read_fd), name=f"package-{sha256[:8]}", daemon=True).start()
     return child
 
@@ -168,9 +185,9 @@ def child_discard(child: Child) -> None:
     child.stop(kill=True)
 
 
-def package_check(*, package: Package, spider: str) -> str:
+def package_check(*, package: Package, spider: str, pool: ChildPool) -> str:
     """Why `spider` is not a Spider class inside the package's environment ("" when it is). Leaves the child warm."""
-    child = child_for(package)
+    child = child_for(package, pool=pool)
     child.send(cmd="check", spider=spider)
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:

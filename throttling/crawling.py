@@ -1,5 +1,5 @@
 """What the throttle middleware needs around it: when a crawl is closing, which egress a request leaves from, what
-says a site is overloaded, and the middleware's options from the project's settings."""
+says a site is overloaded, and the middlewares' options from the crawl's settings."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ none of the worker's secrets — no database URL, no SECRET_KEY, no broker or re
 cloud credentials — because its environment is made of the few variables named here, never `os.environ` minus what
 looks secret (a secret added to the worker's environment tomorrow would leak). Its Django settings are
 project.settings_child: no database, a throwaway SECRET_KEY, and the values of the parent's settings that Trawl's
-code in the child reads (runtime.settings.compose's child_django_settings), sent as JSON in TRAWL_CHILD_SETTINGS.
+code in the child reads (runtime.settings.compose's child_settings), sent as JSON in TRAWL_CHILD_SETTINGS.
 The Redis URL it gets is its own (runtime.packaged.child_redis).
 """
 
@@ -45,10 +45,10 @@ PR_SET_DUMPABLE = 4  # prctl(2)
 
 
 def child_environment(
-    *, channel_fd: int, redis_url: str, idle_seconds: float, django_settings: dict[str, Any]
+    *, channel_fd: int, redis_url: str, idle_seconds: float, child_settings: dict[str, Any]
 ) -> dict[str, str]:
     """The child's whole environment: CHILD_ENV's variables the worker has, and the child's own: its Django settings
-    (`django_settings`, runtime.settings.compose's child_django_settings, with the Redis URL meant for it) and how
+    (`child_settings`, runtime.settings.compose's child_settings, with the Redis URL meant for it) and how
     long it waits for a crawl before it exits."""
     variables = {name: os.environ[name] for name in CHILD_ENV if name in os.environ}
     return {
@@ -58,7 +58,7 @@ def child_environment(
         "DJANGO_SETTINGS_MODULE": "project.settings_child",
         "TRAWL_CHILD_FD": str(channel_fd),
         "TRAWL_CHILD_IDLE_SECONDS": str(idle_seconds),
-        "TRAWL_CHILD_SETTINGS": json.dumps({**django_settings, "REDIS_URL": redis_url}, default=str),
+        "TRAWL_CHILD_SETTINGS": json.dumps({**child_settings, "REDIS_URL": redis_url}, default=str),
     }
 
 

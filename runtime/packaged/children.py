@@ -48,7 +48,7 @@ class ChildPool:
     kept: int  # TRAWL_PACKAGE_CHILDREN_KEPT: warm children at most (the least recently used other one is stopped)
     redis_url: str  # Trawl's Redis, where a child's own user is made
     redis_acl: bool  # TRAWL_PACKAGE_CHILD_REDIS_ACL: a Redis user of its own per child
-    django_settings: dict[str, Any] = field(repr=False)  # the child's (runtime.packaged.child_env)
+    child_settings: dict[str, Any] = field(repr=False)  # the child's (runtime.packaged.child_env)
 
 
 @dataclass
@@ -128,7 +128,7 @@ def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool) -> Child
                 channel_fd=write_fd,
                 redis_url=grant.url,
                 idle_seconds=pool.idle_seconds,
-                django_settings=pool.django_settings,
+                child_settings=pool.child_settings,
             ),
             # The lock: the child holds the environment's shared lock for its whole life.
             pass_fds=(write_fd, lock_fd),

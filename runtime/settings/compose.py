@@ -211,7 +211,7 @@ CHILD_SETTINGS = (
 )
 
 
-def child_django_settings() -> dict[str, Any]:
+def child_settings() -> dict[str, Any]:
     """A packaged version's child's Django settings (project.settings_child): the parent's values of those Trawl's
     code reads in the child; runtime.packaged.child_env adds the Redis URL meant for the child."""
     names = [name for name in dir(settings) if name.startswith(CHILD_SETTING_PREFIXES) or name in CHILD_SETTINGS]
@@ -230,5 +230,5 @@ def child_pool() -> ChildPool:
         kept=int(settings.TRAWL_PACKAGE_CHILDREN_KEPT),
         redis_url=settings.REDIS_URL,
         redis_acl=bool(settings.TRAWL_PACKAGE_CHILD_REDIS_ACL),
-        django_settings=child_django_settings(),
+        child_settings=child_settings(),
     )

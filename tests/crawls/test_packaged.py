@@ -36,7 +36,7 @@ from runtime.rendering.screenshots import (
     screenshot_fields,
     screenshot_received,
 )
-from runtime.settings.compose import child_django_settings, child_pool, with_trawl_components
+from runtime.settings.compose import child_pool, child_settings, with_trawl_components
 from tests.crawler import composed
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
@@ -176,7 +176,7 @@ def test_the_child_environment_and_settings_are_allow_listed(monkeypatch, settin
         channel_fd=9,
         redis_url="redis://child:pw@127.0.0.1:6379/0",
         idle_seconds=60,
-        django_settings=child_django_settings(),
+        child_settings=child_settings(),
     )
     given = json.loads(environment["TRAWL_CHILD_SETTINGS"])
 

@@ -72,7 +72,7 @@ def run_killed(tmp: Path, *, pages: int, maxdepth: int, timeout: float, tail, un
 
     from crawls.services import job_create
     from crawls.services.reaper import jobs_reap
-    from runtime.frontier import Frontier
+    from crawls.services.shards import job_frontier
 
     hits = tmp / "kill-hits.log"
     start = write_link_site(tmp / "kill-site", pages=pages)
@@ -83,7 +83,7 @@ def run_killed(tmp: Path, *, pages: int, maxdepth: int, timeout: float, tail, un
         running = wait_job(job.pk, timeout=timeout, until=lambda j: j.status == "running" and j.worker)
         os.kill(int(running.worker.rsplit("/", 1)[-1]), signal.SIGKILL)
         killed_at = time.monotonic()
-        in_flight = len(Frontier(job.pk).inflight_payloads())
+        in_flight = len(job_frontier(job.pk).inflight_payloads())
         served_at_kill = _count(hits)
         while True:  # the reaper, as beat would run it (stale after 3 s here)
             jobs_reap()

@@ -43,12 +43,11 @@ def log_records(handler: logging.Handler, records: int) -> float:
 def captured(records: int) -> float:
     from django.conf import settings
 
-    from crawls.joblog import job_log_forget
-    from runtime.bridge.joblog import JobLogSink
+    from crawls.joblog import job_log_forget, job_log_sink
     from runtime.bridge.logcapture import JobLogCapture
 
     job_id = f"bench-{uuid.uuid4().hex[:8]}"
-    capture = JobLogCapture(sink=JobLogSink(job_id=job_id, attempt=1), level=logging.DEBUG)
+    capture = JobLogCapture(sink=job_log_sink(job_id=job_id, attempt=1), level=logging.DEBUG)
     stop = threading.Event()
 
     def flush_every() -> None:

@@ -38,14 +38,14 @@ def free_port() -> int:
 def crawl_process(*, stop: threading.Event, pages_per_second: float, links: int, pages: list[int]) -> None:
     """One crawl's Redis calls until `stop`, at `pages_per_second` (each thread takes its own pooled connection)."""
     from crawls.cancel import cancel_requested
+    from crawls.joblog import job_log_sink
     from crawls.progress import progress_store
+    from crawls.services.shards import job_frontier
     from project.redis import get_redis
-    from runtime.bridge.joblog import JobLogSink
-    from runtime.frontier.store import Frontier
     from throttling.services import throttle_buckets
 
     job_id, client, buckets = uuid.uuid4(), get_redis(), throttle_buckets()
-    frontier, log = Frontier(job_id), JobLogSink(job_id=job_id, attempt=1)
+    frontier, log = job_frontier(job_id), job_log_sink(job_id=job_id, attempt=1)
     frontier.open()
     frontier.commit(requests=[(b"GET http://shop.test/", 50, uuid.uuid4().bytes)])
     taken = frontier.commit(take=1).taken

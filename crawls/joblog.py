@@ -8,17 +8,41 @@ left in Redis by a worker that died expire after TRAWL_JOB_LOG_TTL_SECONDS; unti
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+from collections.abc import Iterator
 
 from django.conf import settings
 
 from crawls.models import CrawlJob, JobLog
 from project.errors import TrawlError
 from project.redis import get_redis
-from runtime.bridge.joblog import CONTINUATION, job_log_keys, job_log_shards_key
+from runtime.bridge.joblog import CONTINUATION, JobLogLimits, JobLogSink, job_log_keys, job_log_shards_key
+from runtime.bridge.logcapture import JobLogCapture
+from runtime.bridge.logcapture import records_captured
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 MARKER_LOGGER = "trawl.joblog"
+
+
+def job_log_sink(*, job_id: object, attempt: int, shard: int = 0) -> JobLogSink:
+    """Where one attempt's (and shard's) log records go while it runs, kept to the project's limits."""
+    limits = JobLogLimits(
+        max_lines=settings.TRAWL_JOB_LOG_MAX_LINES,
+        line_chars=settings.TRAWL_JOB_LOG_LINE_CHARS,
+        flush_seconds=settings.TRAWL_JOB_LOG_FLUSH_SECONDS,
+        ttl_seconds=settings.TRAWL_JOB_LOG_TTL_SECONDS,
+    )
+    return JobLogSink(job_id=job_id, attempt=attempt, shard=shard, limits=limits)
+
+
+@contextlib.contextmanager
+def job_log_capture(*, job_id: object, attempt: int, shard: int = 0, level: str = "INFO") -> Iterator[JobLogCapture]:
+    """The process's log records, for the duration, into the attempt's log; stored in the database at the end."""
+    with _capture(
+        sink=job_log_sink(job_id=job_id, attempt=attempt, shard=shard), store=job_log_store, level=level
+    ) as c:
+        yield c
 
 
 def records_of(lines: list[str]) -> list[str]:

@@ -17,6 +17,9 @@ from django.conf import settings
 
 from project.installation import installation_id
 
+# The crawl setting (runtime.settings.compose) that tells a crawl's Scrapy components where Trawl's Redis is: the
+# worker's REDIS_URL, or a packaged child's own Redis user.
+REDIS_SETTING = "TRAWL_REDIS_URL"
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 # Short timeouts and retries: a Redis blip must slow a crawl down, not hang it.
 _OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 5}

@@ -242,6 +242,10 @@ TRAWL_PACKAGE_CHILD_REDIS_ACL = env.PACKAGE_CHILD_REDIS_ACL
 # --- Operations: job logs, monitors, stalls, retention (see docs/operations.md) ------------------------
 # A crawl with no response and no item for this long is stopped and fails `stalled` (a version may set its own).
 TRAWL_STALL_SECONDS = env.STALL_SECONDS
+# Exceptions in a crawl's callbacks and item pipelines before it is stopped and fails `spider_error` (0: never).
+TRAWL_MAX_SPIDER_ERRORS = 0
+# The most one page's item extraction by the `selectors` spider may take (seconds).
+TRAWL_SELECTORS_PAGE_SECONDS = 5.0
 # Finished jobs (with logs, sightings, deliveries) older than this are deleted by beat; items stay.
 TRAWL_RETENTION_DAYS = env.RETENTION_DAYS
 TRAWL_RETENTION_CHUNK = 500  # jobs deleted per transaction, so a big purge never holds long locks

@@ -8,10 +8,10 @@ import uuid
 import pytest
 from redis.crc import key_slot
 
-from crawls.joblog import job_log_store
+from crawls.joblog import job_log_sink, job_log_store
+from crawls.services.shards import job_frontier
 from project.redis import get_redis, hash_tag, redis_client, redis_key
-from runtime.bridge.joblog import JobLogSink
-from runtime.frontier import Frontier, binary_redis, frontier_delete
+from runtime.frontier import binary_redis, frontier_delete
 from throttling.adaptive import AdaptiveConfig
 from throttling.buckets import Limits, TokenBuckets
 from throttling.controller import AdaptiveController, Observed
@@ -42,7 +42,7 @@ def script_calls(monkeypatch):
 
 def test_a_frontier_s_script_calls_declare_their_keys_in_one_slot(script_calls):
     job = uuid.uuid4().hex
-    first, second = Frontier(job, shard=0), Frontier(job, shard=1)
+    first, second = job_frontier(job, shard=0), job_frontier(job, shard=1)
     first.open()
     first.renew()
     second.open(create=False)
@@ -56,7 +56,7 @@ def test_a_frontier_s_script_calls_declare_their_keys_in_one_slot(script_calls):
     first.release()
     second.try_finish()
     first.try_finish()
-    frontier_delete(job_id=job)
+    frontier_delete(job_id=job, ttl_seconds=3600)
     scripts = {len(keys) for _, keys in script_calls}
     assert len(script_calls) >= 10 and 0 not in scripts, "a frontier script called without keys"
     for _, keys in script_calls:
@@ -65,7 +65,7 @@ def test_a_frontier_s_script_calls_declare_their_keys_in_one_slot(script_calls):
 
 def test_the_open_renew_and_finish_calls_name_every_shard_s_keys(script_calls):
     job = uuid.uuid4().hex
-    shards = [Frontier(job, shard=number) for number in range(3)]
+    shards = [job_frontier(job, shard=number) for number in range(3)]
     shards[0].open()
     for shard in shards:
         shard.renew()
@@ -76,7 +76,7 @@ def test_the_open_renew_and_finish_calls_name_every_shard_s_keys(script_calls):
         assert {shards[0].mine(name, f"1:{number}") for name in ("inflight", "wal", "walstored", "adopting")} <= set(
             keys
         )
-    frontier_delete(job_id=job)
+    frontier_delete(job_id=job, ttl_seconds=3600)
 
 
 def test_a_take_and_an_observation_touch_only_the_registered_domain_s_slot(script_calls):
@@ -98,7 +98,7 @@ def test_the_rule_mirror_s_bookkeeping_shares_one_slot():
 
 
 def test_a_job_log_s_keys_share_the_job_s_slot(settings):
-    sink = JobLogSink(job_id="slot-log", attempt=1, shard=2)
+    sink = job_log_sink(job_id="slot-log", attempt=1, shard=2)
     sink.write(["2026-11-26 10:00:00 INFO x hello"])
     keys = list(get_redis().scan_iter(redis_key("joblog", hash_tag("slot-log"), "*")))
     assert len(keys) == 3 and slots_of(keys) == slots_of([hash_tag("slot-log")])

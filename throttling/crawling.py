@@ -1,5 +1,5 @@
 """What the throttle middleware needs around it: when a crawl is closing, which egress a request leaves from, what
-says a site is overloaded, and the middleware's options from the project's settings."""
+says a site is overloaded, and the middlewares' options from the crawl's settings."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis
-from django.conf import settings as django_settings
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DownloadFailedError, DownloadTimeoutError, IgnoreRequest, NotConfigured
+from scrapy.settings import BaseSettings
 from twisted.internet.error import ConnectionLost, TCPTimedOutError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 from twisted.web._newclient import ResponseNeverReceived
 
+from project.redis import REDIS_SETTING
 from project.unavailable import unavailable_dependency
 
 PAUSE_STATUSES = (429, 503)
@@ -74,28 +75,40 @@ def load_rules() -> bool:
         close_old_connections()
 
 
-def throttle_options() -> dict[str, Any]:
-    """ThrottleMiddleware's arguments from the project's settings: politeness is not a scraper's to turn off."""
-    from throttling.services import throttle_buckets, throttle_controller
+def throttle_options(settings: BaseSettings) -> dict[str, Any]:
+    """ThrottleMiddleware's arguments from the crawl's settings. Politeness is not a scraper's to turn off: the
+    project's values are pinned there (runtime.settings.compose)."""
+    from throttling.services import throttle_buckets
 
-    if not django_settings.TRAWL_THROTTLE_ENABLED:
+    if not settings.getbool("TRAWL_THROTTLE_ENABLED"):
         raise NotConfigured  # the project's choice (TRAWL_THROTTLE_ENABLED): no message, no WARNING in every job
     return {
-        "buckets": throttle_buckets(),
-        "controller": throttle_controller(),
-        "redis_url": django_settings.REDIS_URL,
-        "egress": django_settings.TRAWL_EGRESS_LABEL,
-        "max_sleep": float(django_settings.TRAWL_THROTTLE_MAX_SLEEP),
-        "max_pause": float(django_settings.TRAWL_THROTTLE_MAX_PAUSE),
-        "patience": float(django_settings.TRAWL_INFRA_PATIENCE_SECONDS),
+        "buckets": throttle_buckets(**_bucket_options(settings)),
+        "controller": _controller(settings),
+        "redis_url": settings.get(REDIS_SETTING),
+        "egress": settings.get("TRAWL_EGRESS_LABEL"),
+        "max_sleep": settings.getfloat("TRAWL_THROTTLE_MAX_SLEEP"),
+        "max_pause": settings.getfloat("TRAWL_THROTTLE_MAX_PAUSE"),
+        "patience": settings.getfloat("TRAWL_INFRA_PATIENCE_SECONDS"),
     }
 
 
-def requeue_options() -> dict[str, Any]:
+def requeue_options(settings: BaseSettings) -> dict[str, Any]:
     """PoliteRequeueMiddleware's arguments: off with the throttle or the adaptive controller, project-wide."""
-    from throttling.services import throttle_controller
-
-    controller = throttle_controller() if django_settings.TRAWL_THROTTLE_ENABLED else None
+    controller = _controller(settings) if settings.getbool("TRAWL_THROTTLE_ENABLED") else None
     if controller is None:
         raise NotConfigured  # no controller to choose a delay: Scrapy's retries, as before
-    return {"controller": controller, "redis_url": django_settings.REDIS_URL}
+    return {"controller": controller, "redis_url": settings.get(REDIS_SETTING)}
+
+
+def _bucket_options(settings: BaseSettings) -> dict[str, Any]:
+    return {
+        "defaults": settings.getdict("TRAWL_THROTTLE_DEFAULTS"),
+        "slot_lease": settings.getfloat("TRAWL_THROTTLE_SLOT_LEASE"),
+    }
+
+
+def _controller(settings: BaseSettings) -> Any:
+    from throttling.services import throttle_controller
+
+    return throttle_controller(adaptive=settings.getdict("TRAWL_THROTTLE_ADAPTIVE"), **_bucket_options(settings))

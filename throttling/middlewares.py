@@ -95,7 +95,10 @@ class ThrottleMiddleware:
         # A slot outlives no download: one that held its slot longer was lost on a path no hook sees.
         hold = crawler.settings.getfloat("DOWNLOAD_TIMEOUT") + 60
         middleware = cls(
-            **throttle_options(), stats=crawler.stats, closing=lambda: crawl_closing(crawler), slot_hold=hold
+            **throttle_options(crawler.settings),
+            stats=crawler.stats,
+            closing=lambda: crawl_closing(crawler),
+            slot_hold=hold,
         )
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
         # A request that reached the downloader ends there, whatever the middlewares' hooks see afterwards.

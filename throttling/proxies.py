@@ -15,7 +15,6 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
-from project.knobs import trawl_setting
 from project.unavailable import unavailable_dependency
 
 logger = logging.getLogger("trawl.throttle")
@@ -182,14 +181,15 @@ class ProxyRotationMiddleware:
 
 def proxy_options(crawler: Crawler) -> dict[str, Any]:
     """ProxyRotationMiddleware's arguments from the crawl's settings (a scraper or version may set any of them)."""
-    if not trawl_setting(crawler.settings, "TRAWL_PROXY_ENABLED"):
+    settings = crawler.settings
+    if not settings.getbool("TRAWL_PROXY_ENABLED"):
         raise NotConfigured
     return {
-        "group": trawl_setting(crawler.settings, "TRAWL_PROXY_GROUP"),
-        "cooldown": float(trawl_setting(crawler.settings, "TRAWL_PROXY_COOLDOWN")),
-        "ban_statuses": tuple(trawl_setting(crawler.settings, "TRAWL_PROXY_BAN_STATUSES")),
-        "ban_markers": tuple(trawl_setting(crawler.settings, "TRAWL_PROXY_BAN_MARKERS")),
-        "refresh_seconds": float(trawl_setting(crawler.settings, "TRAWL_PROXY_REFRESH_SECONDS")),
+        "group": settings.get("TRAWL_PROXY_GROUP"),
+        "cooldown": settings.getfloat("TRAWL_PROXY_COOLDOWN"),
+        "ban_statuses": tuple(settings.getlist("TRAWL_PROXY_BAN_STATUSES")),
+        "ban_markers": tuple(settings.getlist("TRAWL_PROXY_BAN_MARKERS")),
+        "refresh_seconds": settings.getfloat("TRAWL_PROXY_REFRESH_SECONDS"),
     }
 
 

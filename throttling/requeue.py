@@ -48,7 +48,7 @@ class PoliteRequeueMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PoliteRequeueMiddleware:
-        middleware = cls(**requeue_options(), stats=crawler.stats)
+        middleware = cls(**requeue_options(crawler.settings), stats=crawler.stats)
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
         return middleware
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
@@ -40,19 +41,22 @@ def default_limits() -> Limits:
     return Limits(**settings.TRAWL_THROTTLE_DEFAULTS)
 
 
-def throttle_buckets() -> TokenBuckets:
-    return TokenBuckets(
-        defaults=default_limits(), prefix=redis_key("throttle"), slot_lease=float(settings.TRAWL_THROTTLE_SLOT_LEASE)
-    )
+def throttle_buckets(*, defaults: Mapping[str, Any] | None = None, slot_lease: float | None = None) -> TokenBuckets:
+    """The cluster's buckets: with the project's TRAWL_THROTTLE_DEFAULTS and TRAWL_THROTTLE_SLOT_LEASE, or with the
+    values a crawl's settings carry (its Scrapy components read no project settings)."""
+    limits = default_limits() if defaults is None else Limits(**defaults)
+    lease = settings.TRAWL_THROTTLE_SLOT_LEASE if slot_lease is None else slot_lease
+    return TokenBuckets(defaults=limits, prefix=redis_key("throttle"), slot_lease=float(lease))
 
 
-def throttle_controller() -> AdaptiveController | None:
-    """The adaptive controller every crawl feeds, or None when TRAWL_THROTTLE_ADAPTIVE is off for the whole project."""
-    knobs = settings.TRAWL_THROTTLE_ADAPTIVE
+def throttle_controller(*, adaptive: Mapping[str, Any] | None = None, **buckets: Any) -> AdaptiveController | None:
+    """The adaptive controller every crawl feeds, or None when TRAWL_THROTTLE_ADAPTIVE (the project's, or `adaptive`
+    as a crawl's settings carry it) is off; `buckets` as throttle_buckets takes them."""
+    knobs = settings.TRAWL_THROTTLE_ADAPTIVE if adaptive is None else adaptive
     if not knobs.get("enabled", True):
         return None
     config = AdaptiveConfig(**{name: value for name, value in knobs.items() if name != "enabled"})
-    return AdaptiveController(buckets=throttle_buckets(), config=config)
+    return AdaptiveController(buckets=throttle_buckets(**buckets), config=config)
 
 
 def domain_normalize(value: str, *, field: str = "domain") -> str:

@@ -8,8 +8,6 @@ from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
-from project.knobs import trawl_setting
-
 
 class UserAgentRotationMiddleware:
     """Give each request the next User-Agent of TRAWL_USER_AGENTS (a scraper or version may set its own list).
@@ -26,7 +24,7 @@ class UserAgentRotationMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> UserAgentRotationMiddleware:
-        middleware = cls(user_agents=list(trawl_setting(crawler.settings, "TRAWL_USER_AGENTS") or ()))
+        middleware = cls(user_agents=crawler.settings.getlist("TRAWL_USER_AGENTS"))
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         return middleware
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from crawls import hooks
 from crawls.cancel import cancel_requested
-from crawls.joblog import job_log_store
+from crawls.joblog import job_log_capture
 from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.services.crawl_spec import crawl_spec_build
 from crawls.services.ingestion import ItemIngest
@@ -33,14 +33,14 @@ from project.errors import InfrastructureUnavailable, TrawlError
 from registry.services import version_route
 from registry.services.packages import packages_unused
 from registry.spiders import SpiderImportError, spider_load
-from runtime.bridge.logcapture import job_log_capture, job_log_flush, job_log_level
+from runtime.bridge.logcapture import job_log_flush, job_log_level
 from runtime.bridge.outcome import classify, job_stats
 from runtime.bridge.runner import run_spider
 from runtime.frontier import FrontierLost
 from runtime.packaged.children import PackageUnavailable
 from runtime.packaged.run import package_run
 from runtime.rendering.screenshots import screenshots_drain
-from runtime.settings.compose import scrapy_settings_for
+from runtime.settings.compose import child_pool, scrapy_settings_for
 from runtime.spec import CrawlSpec
 
 logger = logging.getLogger("trawl.jobs")
@@ -64,7 +64,7 @@ def job_execute(
         current, url = CrawlJob.objects.filter(pk=job_id).values_list("status", "url").first() or ("missing", "")
         logger.info("job %s attempt %s shard %s not claimed (status %s)", job_id, attempt, shard, current)
         return {"status": current, "url": url, "job_id": str(job_id), "claimed": False}
-    captured = job_log_capture(job_id=job.pk, attempt=job.attempt, shard=shard, store=job_log_store)
+    captured = job_log_capture(job_id=job.pk, attempt=job.attempt, shard=shard)
     with captured, heartbeat_kept(job=job), crawling():
         try:
             return _job_run(job=job, worker=worker, shard=shard)
@@ -99,7 +99,7 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     run = (
         partial(run_spider, spider_cls=spider_cls)
         if spider_cls
-        else partial(package_run, spec=spec, unused=packages_unused)
+        else partial(package_run, spec=spec, unused=packages_unused, pool=child_pool())
     )
     try:
         crawl, session = run(
@@ -182,8 +182,8 @@ def _outcome(
         stopped_because=crawl.stopped_because,
         crawl_error=crawl.crawl_error,
         first_spider_error=crawl.first_spider_error,
-        max_spider_errors=int(scrapy_settings.get("TRAWL_MAX_SPIDER_ERRORS", 0)),
-        block_share=float(scrapy_settings.get("TRAWL_BLOCK_SHARE", settings.TRAWL_BLOCK_SHARE)),
+        max_spider_errors=int(scrapy_settings["TRAWL_MAX_SPIDER_ERRORS"]),
+        block_share=float(scrapy_settings["TRAWL_BLOCK_SHARE"]),
     )
     verdict = job_outcome_monitored(
         job=job, verdict=verdict, stats=stats, scrapy_stats=crawl.stats, monitors=scrapy_settings["TRAWL_MONITORS"]

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from crawls import hooks
@@ -63,7 +64,7 @@ def webhook(job: CrawlJob) -> None:
 
 def frontier_cleanup(job: CrawlJob) -> None:
     """The job's frontier in Redis (queue, seen-set, in-flight requests) is of no use once it ended."""
-    frontier_delete(job_id=job.pk)
+    frontier_delete(job_id=job.pk, ttl_seconds=settings.TRAWL_FRONTIER_TTL_SECONDS)
 
 
 def batch_end_if_done(batch_id: object) -> None:

@@ -11,6 +11,7 @@ from registry.models import PackageStatus, ScraperVersion
 from registry.packages.envs import env_of
 from registry.services.packages import packages_unused, version_package_record
 from runtime.packaged.children import PackageUnavailable, package_check
+from runtime.settings.compose import child_pool
 
 
 def version_package_build(*, version_id: int) -> str:
@@ -19,7 +20,9 @@ def version_package_build(*, version_id: int) -> str:
     if version is None or version.package is None:
         return "gone"
     try:
-        problem = package_check(package=package_spec_of(version.package), spider=version.spider, unused=packages_unused)
+        problem = package_check(
+            package=package_spec_of(version.package), spider=version.spider, unused=packages_unused, pool=child_pool()
+        )
     except PackageUnavailable as exc:
         version_package_record(version_id=version_id, status=PackageStatus.FAILED, log=f"{exc.message}\n\n{exc.log}")
         return PackageStatus.FAILED

@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
+
 from crawls.models import CrawlJob
 from crawls.publish import publish_shards
 from crawls.services.lifecycle import AttemptCause, job_attempt_over
@@ -40,13 +42,23 @@ def frontier_settings(*, job_id: str, attempt: int, shard: int, epoch: str = "")
     return {"SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER, "TRAWL_FRONTIER": spec}
 
 
+def job_frontier(job_id: object, **shard: Any) -> Frontier:
+    """A job's frontier as one shard sees it (Frontier's `attempt`, `shard`, `epoch`), on the project's timing."""
+    return Frontier(
+        job_id,
+        ttl_seconds=settings.TRAWL_FRONTIER_TTL_SECONDS,
+        lease_seconds=settings.TRAWL_FRONTIER_LEASE_SECONDS,
+        **shard,
+    )
+
+
 class Shard:
     """One shard of one attempt, as the task thread sees it: acknowledgements, progress, the end."""
 
     def __init__(self, job: CrawlJob, *, index: int = 0) -> None:
         self.job = job
         self.index = index
-        self.frontier = Frontier(job.pk, attempt=job.attempt, shard=index)
+        self.frontier = job_frontier(job.pk, attempt=job.attempt, shard=index)
 
     def scrapy_settings(self) -> dict[str, Any]:
         """The crawl's frontier settings, once the frontier is open: shard 0 may create it, the others only join it

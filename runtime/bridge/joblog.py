@@ -9,9 +9,8 @@ attempt's log in the database.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
-
-from django.conf import settings
 
 from project.redis import get_redis, hash_tag, redis_key
 
@@ -54,13 +53,24 @@ def job_log_shards_key(job_id: object, attempt: int) -> str:
     return redis_key("joblog", hash_tag(job_id), attempt, "shards")
 
 
+@dataclass(frozen=True)
+class JobLogLimits:
+    """How much of an attempt's log is kept and for how long (the project's TRAWL_JOB_LOG_* settings)."""
+
+    max_lines: int  # records kept: the first half and the last half
+    line_chars: int  # characters of one record
+    flush_seconds: float  # how often captured records go to Redis
+    ttl_seconds: int  # how long records left by a worker that died stay readable
+
+
 class JobLogSink:
     """The Redis side of one attempt's log. Only its worker writes it, so it counts what it wrote itself."""
 
-    def __init__(self, *, job_id: object, attempt: int, shard: int = 0) -> None:
+    def __init__(self, *, job_id: object, attempt: int, shard: int = 0, limits: JobLogLimits) -> None:
         self.job_id, self.attempt, self.shard = job_id, attempt, shard
-        self.head_cap = settings.TRAWL_JOB_LOG_MAX_LINES // 2
-        self.tail_cap = settings.TRAWL_JOB_LOG_MAX_LINES - self.head_cap
+        self.limits = limits
+        self.head_cap = limits.max_lines // 2
+        self.tail_cap = limits.max_lines - self.head_cap
         self.written = 0
 
     def write(self, lines: list[str]) -> None:
@@ -69,7 +79,7 @@ class JobLogSink:
         head_key, tail_key, count_key = job_log_keys(self.job_id, self.attempt, self.shard)
         head = lines[: max(0, self.head_cap - self.written)]
         rest = lines[len(head) :]
-        ttl = settings.TRAWL_JOB_LOG_TTL_SECONDS
+        ttl = self.limits.ttl_seconds
         pipe = get_redis().pipeline(transaction=True)
         if head:
             pipe.rpush(head_key, *head)

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable, Iterator
 
 import redis
-from django.conf import settings
 
 from runtime.bridge.joblog import JobLogSink, record_line
 
@@ -31,7 +30,7 @@ class JobLogCapture(logging.Handler):
         super().__init__(level)
         self.sink = sink
         self.pending: list[str] = []
-        self.max_chars = settings.TRAWL_JOB_LOG_LINE_CHARS
+        self.max_chars = sink.limits.line_chars
         self.writing = threading.Lock()  # one flush at a time (the flusher thread, the job's end): lines stay in order
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -49,7 +48,7 @@ class JobLogCapture(logging.Handler):
                 self.sink.write(lines)
             except redis.RedisError as exc:
                 with self.lock:  # kept for the next flush; the sink's cap bounds what Redis ends up holding
-                    self.pending = lines[-settings.TRAWL_JOB_LOG_MAX_LINES :] + self.pending
+                    self.pending = lines[-self.sink.limits.max_lines :] + self.pending
                 logger.warning("job log not written yet (%s); retrying", exc, extra={"joblog_internal": True})
 
 
@@ -128,12 +127,10 @@ def log_handler_installed(capture: logging.Handler) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def job_log_capture(
-    *, job_id: object, attempt: int, store: Callable[..., object], shard: int = 0, level: str = "INFO"
-) -> Iterator[JobLogCapture]:
-    """Record the process's log into the job's log (in Redis) for the duration; at the end, `store` keeps it (crawls
-    moves it to the database: `store(job_id=, attempt=, shard=)`)."""
-    capture = JobLogCapture(sink=JobLogSink(job_id=job_id, attempt=attempt, shard=shard), level=_level(level))
+def records_captured(*, sink: JobLogSink, store: Callable[..., object], level: str = "INFO") -> Iterator[JobLogCapture]:
+    """Record the process's log into the job's log (in Redis, through `sink`) for the duration; at the end, `store`
+    keeps it (crawls moves it to the database: `store(job_id=, attempt=, shard=)`)."""
+    capture = JobLogCapture(sink=sink, level=_level(level))
     stop = threading.Event()
     flusher = threading.Thread(target=_flush_every, args=(capture, stop), name="joblog-flush", daemon=True)
     try:
@@ -147,11 +144,11 @@ def job_log_capture(
                 flusher.join(5)
     finally:
         capture.flush_pending()
-        _store(store, job_id=job_id, attempt=attempt, shard=shard)
+        _store(store, job_id=sink.job_id, attempt=sink.attempt, shard=sink.shard)
 
 
 def _flush_every(capture: JobLogCapture, stop: threading.Event) -> None:
-    while not stop.wait(settings.TRAWL_JOB_LOG_FLUSH_SECONDS):
+    while not stop.wait(capture.sink.limits.flush_seconds):
         capture.flush_pending()
 
 

@@ -79,17 +79,14 @@ def preload_components(*, spiders: bool = True) -> None:
 
 
 def _import_components(*, spiders: bool) -> None:
-    from django.conf import settings as django_settings
     from scrapy.settings import Settings
     from scrapy.utils.misc import load_object
 
     from runtime.bridge.handoff import with_item_handoff
     from runtime.frontier import DUPEFILTER, SCHEDULER
-    from runtime.settings.compose import with_schemes, with_trawl_components
-    from runtime.settings.enforced import ENFORCED
+    from runtime.settings.compose import base_crawl_settings
 
-    # As every crawl has them: Trawl's components, the enforced settings, the allowed schemes' handlers.
-    base = with_schemes({**with_trawl_components(dict(django_settings.TRAWL_SCRAPY_SETTINGS)), **ENFORCED})
+    base = base_crawl_settings()  # as every crawl has them
     settings = Settings({**with_item_handoff(base), "SCHEDULER": SCHEDULER, "DUPEFILTER_CLASS": DUPEFILTER})
     paths: list[Any] = [settings[name] for name in (*CLASS_SETTINGS, "SCHEDULER", "DUPEFILTER_CLASS")]
     paths += settings.getwithbase("DOWNLOAD_HANDLERS").values()

@@ -16,6 +16,8 @@ def frontier_for(settings: Any) -> Frontier:
     spec = settings.getdict("TRAWL_FRONTIER")
     return Frontier(
         spec["job"],
+        ttl_seconds=settings.getfloat("TRAWL_FRONTIER_TTL_SECONDS"),
+        lease_seconds=settings.getfloat("TRAWL_FRONTIER_LEASE_SECONDS"),
         attempt=int(spec.get("attempt", 1)),
         shard=int(spec.get("shard", 0)),
         epoch=str(spec.get("epoch") or ""),

@@ -9,7 +9,6 @@ import uuid
 from typing import Any
 
 import redis
-from django.conf import settings as django_settings
 
 from runtime.frontier import Committed, Frontier
 
@@ -18,12 +17,14 @@ logger = logging.getLogger("trawl.frontier")
 COMMIT_RETRY_MAX_PAUSE = 2.0  # seconds between tries of a commit while Redis is away (TRAWL_INFRA_PATIENCE_SECONDS)
 
 
-async def commit_patiently(frontier: Frontier, client: Any, *, stats: Any, **batch: Any) -> Committed | None:
-    """`frontier.commit_async(client, **batch)`, tried again while Redis is away for TRAWL_INFRA_PATIENCE_SECONDS (the
+async def commit_patiently(
+    frontier: Frontier, client: Any, *, stats: Any, patience: float, **batch: Any
+) -> Committed | None:
+    """`frontier.commit_async(client, **batch)`, tried again while Redis is away for `patience` seconds (the
     crawl goes on meanwhile, the requests done still held); None once it gave up: the crawl must stop. Every try
     carries the same token: a try that Redis applied but whose reply was lost is not applied again by the next."""
     batch.setdefault("token", uuid.uuid4().bytes)
-    give_up, pause = time.monotonic() + django_settings.TRAWL_INFRA_PATIENCE_SECONDS, 0.2
+    give_up, pause = time.monotonic() + patience, 0.2
     while True:
         try:
             return await frontier.commit_async(client, **batch)

@@ -64,6 +64,7 @@ class FrontierScheduler(BaseScheduler):
         # At most this many held at once: the pages a SIGKILL makes the next attempt fetch again. Scrapy's own
         # bound on downloads does not count responses still in the spider's callbacks.
         self.max_held = max(1, crawler.settings.getint("CONCURRENT_REQUESTS"))
+        self.patience = crawler.settings.getfloat("TRAWL_INFRA_PATIENCE_SECONDS")  # Redis away: how long commits wait
         self.acking = 0  # requests done whose commit has not landed yet (still in flight in Redis, so still held)
         self.taken: deque[bytes] = deque()  # taken from Redis (so in flight) but not handed to the engine yet
         self.reserved = 0  # requests commits under way may take
@@ -199,7 +200,9 @@ class FrontierScheduler(BaseScheduler):
             if self.client is None:
                 self.client = async_binary_redis()
             batch = {"requests": sending, "items": items, "done": done, "take": take}
-            committed = await commit_patiently(self.frontier, self.client, stats=self.stats, **batch)
+            committed = await commit_patiently(
+                self.frontier, self.client, stats=self.stats, patience=self.patience, **batch
+            )
             if committed is None:
                 self.failed = True
                 return

@@ -11,7 +11,6 @@ from typing import Any
 
 import redis
 import redis.asyncio
-from django.conf import settings
 
 from project.redis import hash_tag, redis_client, redis_key
 from runtime.frontier import commits, leases
@@ -84,7 +83,16 @@ class Frontier:
     it opens the frontier (creating it if there is none). Every call that writes raises FrontierLost once the epoch
     in Redis is not this one, and sets `lost`."""
 
-    def __init__(self, job_id: object, *, attempt: int = 1, shard: int = 0, epoch: str = "") -> None:
+    def __init__(
+        self,
+        job_id: object,
+        *,
+        ttl_seconds: float,
+        lease_seconds: float,
+        attempt: int = 1,
+        shard: int = 0,
+        epoch: str = "",
+    ) -> None:
         self.job_id = str(job_id)
         self.attempt = int(attempt)
         self.shard = int(shard)
@@ -92,8 +100,8 @@ class Frontier:
         self.base = redis_key("frontier", hash_tag(self.job_id), "")
         self.inflight = self.mine("inflight")
         self.redis = binary_redis()
-        self.ttl_ms = int(settings.TRAWL_FRONTIER_TTL_SECONDS * 1000)
-        self.lease_ms = int(settings.TRAWL_FRONTIER_LEASE_SECONDS * 1000)
+        self.ttl_ms = int(ttl_seconds * 1000)  # TRAWL_FRONTIER_TTL_SECONDS
+        self.lease_ms = int(lease_seconds * 1000)  # TRAWL_FRONTIER_LEASE_SECONDS
         self.epoch = epoch
         self.lost = False
         self.async_commit: Any = None  # the commit script registered with the asyncio client of commit_async
@@ -277,6 +285,6 @@ class Frontier:
         self.redis.set(self.key("ended"), b"1", px=self.ttl_ms)
 
 
-def frontier_delete(*, job_id: object) -> None:
-    """The job ended: drop its frontier, every key of it."""
-    Frontier(job_id).end()
+def frontier_delete(*, job_id: object, ttl_seconds: float) -> None:
+    """The job ended: drop its frontier, every key of it (its `ended` marker kept for `ttl_seconds`)."""
+    Frontier(job_id, ttl_seconds=ttl_seconds, lease_seconds=0).end()  # an end takes no lease

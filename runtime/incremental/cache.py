@@ -30,8 +30,7 @@ from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
 from scrapy.settings import BaseSettings
 
-from project.knobs import trawl_setting
-from project.redis import redis_client
+from project.redis import REDIS_SETTING, redis_client
 
 SCOPE_SETTING = "TRAWL_INCREMENTAL_SCOPE"  # the Redis key prefix of this crawl's cache; set by the runner
 STATS = "incremental"
@@ -40,7 +39,7 @@ logger = logging.getLogger("trawl.incremental")
 
 def incremental_on(settings: BaseSettings | dict[str, Any]) -> bool:
     """True for a crawl that has a cache scope (a source's) and did not opt out."""
-    value = settings.get("TRAWL_INCREMENTAL", True)
+    value = settings.get("TRAWL_INCREMENTAL")
     on = value if isinstance(value, bool) else str(value).lower() not in ("0", "false", "no", "off")
     return bool(on and settings.get(SCOPE_SETTING))
 
@@ -150,16 +149,14 @@ class IncrementalCacheMiddleware(HttpCacheMiddleware):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IncrementalCacheMiddleware:
-        from django.conf import settings as django_settings
-
         settings = crawler.settings
         if not incremental_on(settings):
             logger.debug("incremental fetching off: not a source crawl, or TRAWL_INCREMENTAL is off")
             raise NotConfigured  # off by design: with a message, Scrapy would log a WARNING in every job
         storage = RedisCacheStorage(
-            redis_url=django_settings.REDIS_URL,
+            redis_url=settings.get(REDIS_SETTING),
             scope=settings.get(SCOPE_SETTING),
-            ttl=int(trawl_setting(settings, "TRAWL_INCREMENTAL_TTL")),
+            ttl=settings.getint("TRAWL_INCREMENTAL_TTL"),
         )
         middleware = cls(storage=storage, policy=AlwaysRevalidatePolicy(settings), stats=crawler.stats)
         middleware.crawler = crawler

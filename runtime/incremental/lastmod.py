@@ -12,8 +12,7 @@ from typing import Any
 
 from scrapy.crawler import Crawler
 
-from project.knobs import trawl_setting
-from project.redis import redis_client
+from project.redis import REDIS_SETTING, redis_client
 from runtime.incremental.cache import SCOPE_SETTING, incremental_on
 
 
@@ -36,13 +35,11 @@ class LastmodMemory:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LastmodMemory | None:
-        from django.conf import settings as django_settings
-
         if not incremental_on(crawler.settings):
             return None
-        ttl = int(trawl_setting(crawler.settings, "TRAWL_INCREMENTAL_TTL"))
+        ttl = crawler.settings.getint("TRAWL_INCREMENTAL_TTL")
         key = f"{crawler.settings.get(SCOPE_SETTING)}:lastmod"
-        return cls(redis_url=django_settings.REDIS_URL, key=key, ttl=ttl)
+        return cls(redis_url=crawler.settings.get(REDIS_SETTING), key=key, ttl=ttl)
 
     async def load(self) -> None:
         client = redis_client(self.redis_url, asyncio=True)

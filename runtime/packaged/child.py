@@ -232,10 +232,9 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.conf import settings
     from twisted.internet import reactor
 
-    server = CrawlServer(out=out, reactor=reactor, idle_seconds=float(settings.TRAWL_PACKAGE_CHILD_IDLE_SECONDS))
+    server = CrawlServer(out=out, reactor=reactor, idle_seconds=float(os.environ["TRAWL_CHILD_IDLE_SECONDS"]))
     server.parent_db.install()
     threading.Thread(target=server.read_commands, name="commands", daemon=True).start()
     from runtime.bridge.reactor import preload_components, tune_gc

@@ -86,11 +86,9 @@ class CallScope:
 
     @classmethod
     def of_crawl(cls, *, settings: dict[str, Any], spider_kwargs: dict[str, Any]) -> CallScope:
-        from project.knobs import trawl_setting
-
-        group = trawl_setting(settings, "TRAWL_PROXY_GROUP")
+        group = settings["TRAWL_PROXY_GROUP"]
         config_group = (spider_kwargs.get("config") or {}).get("proxy_group")
-        cooldown = float(trawl_setting(settings, "TRAWL_PROXY_COOLDOWN"))
+        cooldown = float(settings["TRAWL_PROXY_COOLDOWN"])
         return cls(groups={str(group), *([str(config_group)] if config_group else [])}, cooldown=cooldown)
 
 

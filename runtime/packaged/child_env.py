@@ -5,8 +5,8 @@ none of the worker's secrets — no database URL, no SECRET_KEY, no broker or re
 cloud credentials — because its environment is made of the few variables named here, never `os.environ` minus what
 looks secret (a secret added to the worker's environment tomorrow would leak). Its Django settings are
 project.settings_child: no database, a throwaway SECRET_KEY, and the values of the parent's settings that Trawl's
-crawl components read (CHILD_SETTINGS), sent as JSON in TRAWL_CHILD_SETTINGS. The Redis URL it gets is its own
-(runtime.packaged.child_redis).
+code in the child reads (runtime.settings.compose's child_settings), sent as JSON in TRAWL_CHILD_SETTINGS.
+The Redis URL it gets is its own (runtime.packaged.child_redis).
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import json
 import os
 from typing import Any
 
-from django.conf import settings
-
-from project.installation import installation_id
+from project.env import BASE_DIR
 
 # Variables of the worker's environment a Python process running Scrapy needs: where programs and the home are, the
 # locale and time zone, the temporary directory, CA certificates, and the egress proxy Scrapy's HttpProxyMiddleware
@@ -43,59 +41,25 @@ CHILD_ENV = (
     "HTTPS_PROXY",
     "NO_PROXY",
 )
-# Settings Trawl's crawl components read in the child (defaults a scraper or version did not override). Families by
-# prefix, so a knob added to one (TRAWL_THROTTLE_*, ...) reaches the child; a component that runs in children and
-# reads a setting of another family adds it here. Nothing here may hold a secret.
-CHILD_SETTING_PREFIXES = (
-    "TRAWL_SCRAPY_",
-    "TRAWL_THROTTLE_",
-    "TRAWL_PROXY_",
-    "TRAWL_FRONTIER_",
-    "TRAWL_INCREMENTAL",
-    "TRAWL_JOB_LOG_",
-    "TRAWL_BLOCK_",
-    "TRAWL_PRIVATE_TARGETS_",
-    "TRAWL_DNS_",
-    "TRAWL_MONITOR_",
-    "TRAWL_STALL_",
-    "TRAWL_PACKAGE_CHILD",
-)
-CHILD_SETTINGS = (
-    "INSTALLED_APPS",
-    "DEFAULT_AUTO_FIELD",
-    "USE_TZ",
-    "TIME_ZONE",
-    "LOGGING",
-    "TRAWL_EGRESS_LABEL",
-    "TRAWL_INFRA_PATIENCE_SECONDS",
-    "TRAWL_USER_AGENTS",
-    "TRAWL_ITEM_CHUNK",
-)
 PR_SET_DUMPABLE = 4  # prctl(2)
 
 
-def child_environment(*, channel_fd: int, redis_url: str) -> dict[str, str]:
-    """The child's whole environment: CHILD_ENV's variables the worker has, and the child's own."""
+def child_environment(
+    *, channel_fd: int, redis_url: str, idle_seconds: float, child_settings: dict[str, Any]
+) -> dict[str, str]:
+    """The child's whole environment: CHILD_ENV's variables the worker has, and the child's own: its Django settings
+    (`child_settings`, runtime.settings.compose's child_settings, with the Redis URL meant for it) and how
+    long it waits for a crawl before it exits."""
     variables = {name: os.environ[name] for name in CHILD_ENV if name in os.environ}
     return {
         **variables,
         # Trawl's code first, then the package's environment (its site-packages, then Trawl's via a .pth).
-        "PYTHONPATH": str(settings.BASE_DIR),
+        "PYTHONPATH": str(BASE_DIR),
         "DJANGO_SETTINGS_MODULE": "project.settings_child",
         "TRAWL_CHILD_FD": str(channel_fd),
-        "TRAWL_CHILD_SETTINGS": json.dumps(child_settings(redis_url=redis_url), default=str),
+        "TRAWL_CHILD_IDLE_SECONDS": str(idle_seconds),
+        "TRAWL_CHILD_SETTINGS": json.dumps({**child_settings, "REDIS_URL": redis_url}, default=str),
     }
-
-
-def child_settings(*, redis_url: str) -> dict[str, Any]:
-    """The parent's values of the settings the child's components read, and the Redis URL meant for the child."""
-    names = [name for name in dir(settings) if name.startswith(CHILD_SETTING_PREFIXES) or name in CHILD_SETTINGS]
-    values = {name: getattr(settings, name) for name in names}
-    # Apps for their models (components import services that import them); not the admin, whose autodiscovery
-    # imports every API module and the settings they read.
-    values["INSTALLED_APPS"] = [app for app in settings.INSTALLED_APPS if app != "django.contrib.admin"]
-    # The child has no database to derive the installation's id (its Redis namespace) from: its parent's.
-    return {**values, "TRAWL_INSTALLATION_ID": installation_id(), "REDIS_URL": redis_url}
 
 
 def undumpable() -> None:

@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
-from django.conf import settings
 
 from project.installation import installation_id
 from project.redis import get_redis, hash_tag, redis_key
@@ -73,10 +72,10 @@ class ChildRedis:
     password: str = field(default="", repr=False)
 
 
-def child_redis_grant() -> ChildRedis:
-    """A Redis URL for a new child: a user of its own when TRAWL_PACKAGE_CHILD_REDIS_ACL is on."""
-    url = settings.REDIS_URL
-    if not settings.TRAWL_PACKAGE_CHILD_REDIS_ACL or "cluster" in urlsplit(url).scheme:
+def child_redis_grant(*, url: str, acl: bool) -> ChildRedis:
+    """A Redis URL for a new child of a worker on Trawl's Redis at `url`: a user of its own when `acl`
+    (TRAWL_PACKAGE_CHILD_REDIS_ACL) is on."""
+    if not acl or "cluster" in urlsplit(url).scheme:
         return ChildRedis(url=url)
     child_redis_sweep()
     user, password = f"{_user_prefix()}{os.getpid()}-{secrets.token_hex(4)}", secrets.token_urlsafe(24)

@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
+from project.env import BASE_DIR
 from registry.packages.envs import EnvBuildError, PackageEnv, env_lease, envs_prune
 from runtime.packaged.child_env import child_environment, undumpable
 from runtime.packaged.child_redis import ChildRedis, ChildRedisError, child_redis_grant, child_redis_revoke
@@ -44,10 +43,23 @@ class PackageUnavailable(Exception):
         self.log = log
 
 
+@dataclass(frozen=True)
+class ChildPool:
+    """How this worker process keeps its packages' children: the project's settings, composed by
+    runtime.settings.compose's child_pool and handed in by the caller."""
+
+    idle_seconds: float  # TRAWL_PACKAGE_CHILD_IDLE_SECONDS: a child without a crawl for this long exits
+    kept: int  # TRAWL_PACKAGE_CHILDREN_KEPT: warm children at most (the least recently used other one is stopped)
+    redis_url: str  # Trawl's Redis, where a child's own user is made
+    redis_acl: bool  # TRAWL_PACKAGE_CHILD_REDIS_ACL: a Redis user of its own per child
+    child_settings: dict[str, Any] = field(repr=False)  # the child's (runtime.packaged.child_env)
+
+
 @dataclass
 class Child:
     sha256: str
     process: subprocess.Popen
+    idle_seconds: float  # its pool's: it exits after this long without a crawl
     redis: ChildRedis = field(default_factory=lambda: ChildRedis(url=""))
     messages: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     last_used: float = field(default_factory=time.monotonic)
@@ -68,7 +80,7 @@ class Child:
             return {"t": "timeout"}
 
     def fresh(self) -> bool:
-        idle, limit = time.monotonic() - self.last_used, settings.TRAWL_PACKAGE_CHILD_IDLE_SECONDS
+        idle, limit = time.monotonic() - self.last_used, self.idle_seconds
         return self.process.poll() is None and idle < limit - min(REUSE_MARGIN, limit / 4)
 
     def stop(self, *, kill: bool = False) -> None:
@@ -84,7 +96,7 @@ class Child:
 _children: dict[str, Child] = {}  # this worker process's warm children, by package hash
 
 
-def child_for(package: PackageSpec, *, unused: Unused | None = None) -> Child:
+def child_for(package: PackageSpec, *, pool: ChildPool, unused: Unused | None = None) -> Child:
     """A running child of the package's environment, building the environment first if this machine has none."""
     child = _children.pop(package.sha256, None)
     if child is not None and child.fresh():
@@ -92,13 +104,13 @@ def child_for(package: PackageSpec, *, unused: Unused | None = None) -> Child:
         return child
     if child is not None:
         child.stop()
-    while len(_children) >= settings.TRAWL_PACKAGE_CHILDREN_KEPT:
+    while len(_children) >= pool.kept:
         _children.pop(min(_children, key=lambda sha: _children[sha].last_used)).stop()
     try:
         env, lock_fd = env_lease(package=package)
     except EnvBuildError as exc:
         raise PackageUnavailable(f"the environment of {package} does not build here: {exc.message}", exc.log) from None
-    child = _spawn(env, lock_fd, package.sha256, unused=unused)
+    child = _spawn(env, lock_fd, package.sha256, pool, unused=unused)
     ready = child.receive(timeout=START_SECONDS)
     if ready.get("t") != "ready":
         child.stop(kill=True)
@@ -107,17 +119,22 @@ def child_for(package: PackageSpec, *, unused: Unused | None = None) -> Child:
     return child
 
 
-def _spawn(env: PackageEnv, lock_fd: int, sha256: str, *, unused: Unused | None) -> Child:
+def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool, *, unused: Unused | None) -> Child:
     read_fd, write_fd = os.pipe()
     grant = ChildRedis(url="")
     try:
         undumpable()
-        grant = child_redis_grant()
+        grant = child_redis_grant(url=pool.redis_url, acl=pool.redis_acl)
         process = subprocess.Popen(
             [str(env.python), "-P", "-m", "runtime.packaged.child"],
             stdin=subprocess.PIPE,
-            cwd=settings.BASE_DIR,
-            env=child_environment(channel_fd=write_fd, redis_url=grant.url),
+            cwd=BASE_DIR,
+            env=child_environment(
+                channel_fd=write_fd,
+                redis_url=grant.url,
+                idle_seconds=pool.idle_seconds,
+                child_settings=pool.child_settings,
+            ),
             # The lock: the child holds the environment's shared lock for its whole life.
             pass_fds=(write_fd, lock_fd),
             text=True,
@@ -132,7 +149,7 @@ def _spawn(env: PackageEnv, lock_fd: int, sha256: str, *, unused: Unused | None)
     finally:
         os.close(write_fd)
         os.close(lock_fd)
-    child = Child(sha256=sha256, process=process, redis=grant, unused=unused)
+    child = Child(sha256=sha256, process=process, idle_seconds=pool.idle_seconds, redis=grant, unused=unused)
     threading.Thread(target=_read, args=(child, read_fd), name=f"package-{sha256[:8]}", daemon=True).start()
     return child
 
@@ -172,9 +189,9 @@ def child_discard(child: Child) -> None:
     child.stop(kill=True)
 
 
-def package_check(*, package: PackageSpec, spider: str, unused: Unused | None = None) -> str:
+def package_check(*, package: PackageSpec, spider: str, pool: ChildPool, unused: Unused | None = None) -> str:
     """Why `spider` is not a Spider class inside the package's environment ("" when it is). Leaves the child warm."""
-    child = child_for(package, unused=unused)
+    child = child_for(package, pool=pool, unused=unused)
     child.send(cmd="check", spider=spider)
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:

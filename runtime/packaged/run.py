@@ -14,12 +14,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings as project_settings
-
+from project.redis import REDIS_SETTING
 from runtime.bridge.runner import STOP_GRACE_SECONDS, CrawlResult, CrawlSession
 from runtime.packaged.child_db import CallScope, db_call_answer
 from runtime.packaged.child_redis import child_redis_keys
-from runtime.packaged.children import Child, Unused, child_discard, child_for
+from runtime.packaged.children import Child, ChildPool, Unused, child_discard, child_for
 from runtime.rendering.screenshots import screenshot_received
 from runtime.spec import CrawlSpec, PackageSpec
 
@@ -37,6 +36,7 @@ def run_packaged(
     package: PackageSpec,
     spider: str,
     settings: dict,
+    pool: ChildPool,
     spider_kwargs: dict,
     timeout: float,
     on_tick: Callable[[CrawlSession], str],
@@ -44,16 +44,18 @@ def run_packaged(
     unused: Unused | None = None,
 ) -> tuple[CrawlResult, CrawlSession]:
     """run_spider for a packaged version. Raises PackageUnavailable before the crawl if the package cannot run."""
-    child = child_for(package, unused=unused)
+    child = child_for(package, pool=pool, unused=unused)
     session, crawl_id = CrawlSession(), uuid.uuid4().hex
     scope = CallScope.of_crawl(settings=settings, spider_kwargs=spider_kwargs)
+    settings = {**settings, REDIS_SETTING: child.redis.url}  # the child's own Redis user, never the worker's
     child_redis_keys(child.redis, crawl=settings)  # this crawl's frontier and incremental cache, no other's
     child.send(cmd="crawl", job=crawl_id, spider=spider, settings=settings, kwargs=spider_kwargs)
     deadline = time.monotonic() + timeout
+    screenshots_max = int(settings["TRAWL_RENDER_SCREENSHOTS_MAX"])
     stopped_because, stop_deadline, end = "", None, None
     try:
         while end is None:
-            end = _pump(child, session, crawl_id, scope, wait=tick_seconds)
+            end = _pump(child, session, crawl_id, scope, wait=tick_seconds, screenshots_max=screenshots_max)
             if end is not None:
                 break
             wake, session.store_wanted = session.store_wanted, False
@@ -89,7 +91,7 @@ def run_packaged(
 
 
 def _pump(
-    child: Child, session: CrawlSession, crawl_id: str, scope: CallScope, *, wait: float
+    child: Child, session: CrawlSession, crawl_id: str, scope: CallScope, *, wait: float, screenshots_max: int
 ) -> dict[str, Any] | None:
     """Move the child's messages into the session for up to `wait` seconds; the `end` message if it came."""
     until = time.monotonic() + wait
@@ -113,7 +115,7 @@ def _pump(
         elif kind == "call":
             child.send(**db_call_answer(message, scope))  # what its components ask the database (child_db)
         elif kind == "screenshot":
-            _screenshot_keep(session, message)
+            _screenshot_keep(session, message, most=screenshots_max)
         elif kind == "store_wanted":
             session.store_wanted = True
             return None  # tick now: the crawl waits for its items to be stored
@@ -122,12 +124,12 @@ def _pump(
     return None
 
 
-def _screenshot_keep(session: CrawlSession, fields: dict[str, Any]) -> None:
+def _screenshot_keep(session: CrawlSession, fields: dict[str, Any], *, most: int) -> None:
     """Checked on receipt (the child runs uploaded code), and no more than a job may keep."""
     shot = screenshot_received(fields)
     if shot is None:
         logger.warning("the package's process sent a screenshot that is not one: dropped")
-    elif len(session.screenshots) < project_settings.TRAWL_RENDER_SCREENSHOTS_MAX:
+    elif len(session.screenshots) < most:
         session.screenshots.append(shot)
 
 

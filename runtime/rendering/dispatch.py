@@ -77,7 +77,7 @@ class RenderOnDemandDownloadHandler(CheckedHTTPDownloadHandler):
 
     async def _render(self, request: Request) -> Response:
         settings = self._crawler.settings
-        deadline = 2 * settings.getfloat("TRAWL_RENDER_TIMEOUT", 30.0) + RENDER_SLACK_SECONDS
+        deadline = 2 * settings.getfloat("TRAWL_RENDER_TIMEOUT") + RENDER_SLACK_SECONDS
         try:
             async with asyncio.timeout(deadline):
                 return await self.renderer().download_request(request)

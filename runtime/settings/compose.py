@@ -1,19 +1,25 @@
 """Composing the Scrapy settings of one crawl: defaults < scraper < version < job options < enforced.
 
 What is enforced here no scraper or version changes; runtime.settings.enforced keeps it so against the spider itself.
+This is the one module of the runtime that reads django.conf: every TRAWL_* value a crawl's components read is
+composed here into the crawl's settings (KNOBS and PROJECT_PINS), so the components read `crawler.settings` alone,
+in the worker and in a packaged version's child alike.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
 from django.conf import settings
 from scrapy.settings import Settings
 
+from project.installation import installation_id
 from project.net import guard_enabled
-from project.redis import redis_key
+from project.redis import REDIS_SETTING, redis_key
 from runtime.guard.schemes import GATE, GATE_ORDER, SCHEMES_SETTING, allowed_schemes, download_handlers
+from runtime.packaged.children import ChildPool
 from runtime.settings.enforced import COMPONENTS_SETTING, ENFORCED, GUARD, GUARD_ORDER
 from runtime.spec import CrawlSpec
 
@@ -21,6 +27,53 @@ COMPONENT_SETTINGS = {
     "EXTENSIONS": "TRAWL_SCRAPY_EXTENSIONS",
     "DOWNLOADER_MIDDLEWARES": "TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES",
 }
+
+
+# Knobs a scraper, version or source may set (a job's options too, for some): the project's value is the default.
+KNOBS = (
+    "TRAWL_INCREMENTAL",
+    "TRAWL_INCREMENTAL_TTL",
+    "TRAWL_STALL_SECONDS",
+    "TRAWL_MONITOR_MIN_REQUESTS",
+    "TRAWL_MAX_SPIDER_ERRORS",
+    "TRAWL_BLOCK_MARKERS",
+    "TRAWL_BLOCK_SHARE",
+    "TRAWL_PROXY_ENABLED",
+    "TRAWL_PROXY_GROUP",
+    "TRAWL_PROXY_COOLDOWN",
+    "TRAWL_PROXY_BAN_STATUSES",
+    "TRAWL_PROXY_BAN_MARKERS",
+    "TRAWL_PROXY_REFRESH_SECONDS",
+    "TRAWL_USER_AGENTS",
+    "TRAWL_SELECTORS_PAGE_SECONDS",
+    "TRAWL_RENDER",
+    "TRAWL_RENDER_WAIT_FOR",
+    "TRAWL_RENDER_TIMEOUT",
+    "TRAWL_RENDER_RESOURCES",
+    "TRAWL_RENDER_SCREENSHOTS",
+)
+# The project's values a crawl must not change (Trawl's Redis, politeness, the egress, the frontier's timing, the
+# guard's networks, the worker's browser): written over whatever a scraper or version set, and pinned against the
+# spider by runtime.settings.enforced (every TRAWL_* setting is).
+PROJECT_PINS = (
+    "TRAWL_THROTTLE_ENABLED",
+    "TRAWL_THROTTLE_DEFAULTS",
+    "TRAWL_THROTTLE_ADAPTIVE",
+    "TRAWL_THROTTLE_SLOT_LEASE",
+    "TRAWL_THROTTLE_MAX_SLEEP",
+    "TRAWL_THROTTLE_MAX_PAUSE",
+    "TRAWL_EGRESS_LABEL",
+    "TRAWL_INFRA_PATIENCE_SECONDS",
+    "TRAWL_FRONTIER_TTL_SECONDS",
+    "TRAWL_FRONTIER_LEASE_SECONDS",
+    "TRAWL_PRIVATE_TARGETS_ALLOWED",
+    "TRAWL_DNS_SERVERS",
+    "TRAWL_RENDER_CHROMIUM",
+    "TRAWL_RENDER_MAX_PAGES",
+    "TRAWL_RENDER_RECYCLE_PAGES",
+    "TRAWL_RENDER_RECYCLE_MEMORY_MB",
+    "TRAWL_RENDER_SCREENSHOTS_MAX",
+)
 
 
 def scrapy_settings_for(*, spec: CrawlSpec) -> dict[str, Any]:
@@ -39,8 +92,6 @@ def scrapy_settings_for(*, spec: CrawlSpec) -> dict[str, Any]:
     # The guard's switch is set here (its place in the chain by with_trawl_components).
     # Non-admin requesters' jobs only: scheduled work (no requester) crawls sources an admin registered.
     merged["TRAWL_GUARD_PRIVATE_TARGETS"] = guard_enabled() and spec.guarded
-    merged["TRAWL_PRIVATE_TARGETS_ALLOWED"] = list(settings.TRAWL_PRIVATE_TARGETS_ALLOWED)
-    merged["TRAWL_DNS_SERVERS"] = list(settings.TRAWL_DNS_SERVERS)
     # Names a FEEDS URI template may use (runtime/settings/feeds.py); a version's own FEED_URI_PARAMS wins.
     merged["TRAWL_FEED_PARAMS"] = {
         "job_id": spec.job_id,
@@ -49,7 +100,29 @@ def scrapy_settings_for(*, spec: CrawlSpec) -> dict[str, Any]:
         "version": spec.version,
     }
     merged.setdefault("FEED_URI_PARAMS", "runtime.settings.feeds.feed_uri_params")
+    with_trawl_defaults(merged)
+    return with_pins(merged)
+
+
+def with_trawl_defaults(merged: dict[str, Any]) -> dict[str, Any]:
+    """`merged` (changed in place) with the project's value of every knob it does not set (None counts as unset)."""
+    for name in KNOBS:
+        if merged.get(name) is None:
+            merged[name] = copy.deepcopy(getattr(settings, name))
     return merged
+
+
+def with_pins(merged: dict[str, Any]) -> dict[str, Any]:
+    """`merged` (changed in place) with the project's values no scraper or version changes."""
+    merged.update({name: copy.deepcopy(getattr(settings, name)) for name in PROJECT_PINS})
+    merged[REDIS_SETTING] = settings.REDIS_URL
+    return merged
+
+
+def base_crawl_settings() -> dict[str, Any]:
+    """What every crawl's settings hold before a scraper's, a version's or a job's: the project's Scrapy settings,
+    Trawl's components, the enforced switches and the allowed schemes' handlers."""
+    return with_schemes({**with_trawl_components(dict(settings.TRAWL_SCRAPY_SETTINGS)), **ENFORCED})
 
 
 def with_trawl_components(merged: dict[str, Any]) -> dict[str, Any]:
@@ -85,34 +158,15 @@ def _declared_dict(value: Any) -> dict[str, Any]:
 def _incremental(merged: dict[str, Any], spec: CrawlSpec) -> None:
     """A source's crawl gets its own shared HTTP cache and lastmod memory (runtime/incremental/cache.py); the
     source's config may opt out with TRAWL_INCREMENTAL, like a scraper or version."""
-    merged.setdefault("TRAWL_INCREMENTAL", settings.TRAWL_INCREMENTAL)
-    if "TRAWL_INCREMENTAL" in spec.source_config:
-        merged["TRAWL_INCREMENTAL"] = spec.source_config["TRAWL_INCREMENTAL"]
+    config = spec.source_config
+    if "TRAWL_INCREMENTAL" in config:
+        merged["TRAWL_INCREMENTAL"] = config["TRAWL_INCREMENTAL"]
     merged["TRAWL_INCREMENTAL_SCOPE"] = redis_key("incremental", "source", spec.source_id)
 
 
-# A scraper or version may set these (docs/rendering.md); the project's values are the defaults.
-RENDER_CHOICES = (
-    "TRAWL_RENDER",
-    "TRAWL_RENDER_WAIT_FOR",
-    "TRAWL_RENDER_TIMEOUT",
-    "TRAWL_RENDER_RESOURCES",
-    "TRAWL_RENDER_SCREENSHOTS",
-)
-# The worker process's browser is shared by its crawls: only the operator sets these.
-RENDER_PROCESS = (
-    "TRAWL_RENDER_CHROMIUM",
-    "TRAWL_RENDER_MAX_PAGES",
-    "TRAWL_RENDER_RECYCLE_PAGES",
-    "TRAWL_RENDER_RECYCLE_MEMORY_MB",
-    "TRAWL_RENDER_SCREENSHOTS_MAX",
-)
-
-
 def _rendering(merged: dict[str, Any], spec: CrawlSpec) -> None:
-    """Rendering's settings: project < scraper < version < source config < the job's `render` options."""
-    for name in RENDER_CHOICES:
-        merged.setdefault(name, getattr(settings, name))
+    """Rendering's settings: project (with_trawl_defaults) < scraper < version < source config < the job's `render`
+    options. The worker process's browser is shared by its crawls: only the operator sets it (PROJECT_PINS)."""
     if "TRAWL_RENDER" in spec.source_config:
         merged["TRAWL_RENDER"] = spec.source_config["TRAWL_RENDER"]
     options = spec.options
@@ -124,4 +178,56 @@ def _rendering(merged: dict[str, Any], spec: CrawlSpec) -> None:
         merged["TRAWL_RENDER_SCREENSHOTS"] = options["screenshots"]
     if options.get("render_timeout"):
         merged["TRAWL_RENDER_TIMEOUT"] = min(float(options["render_timeout"]), settings.TRAWL_RENDER_TIMEOUT_MAX)
-    merged.update({name: getattr(settings, name) for name in RENDER_PROCESS})
+
+
+# The project's settings a packaged version's child gets as its Django settings: what Trawl's code there may read
+# besides its crawl's settings (the services and Redis helpers its components call, logging). Families by prefix, so
+# a setting added to one (TRAWL_THROTTLE_*, ...) reaches the child. Nothing here may hold a secret.
+CHILD_SETTING_PREFIXES = (
+    "TRAWL_SCRAPY_",
+    "TRAWL_THROTTLE_",
+    "TRAWL_PROXY_",
+    "TRAWL_FRONTIER_",
+    "TRAWL_INCREMENTAL",
+    "TRAWL_JOB_LOG_",
+    "TRAWL_BLOCK_",
+    "TRAWL_PRIVATE_TARGETS_",
+    "TRAWL_DNS_",
+    "TRAWL_MONITOR_",
+    "TRAWL_STALL_",
+    "TRAWL_PACKAGE_CHILD",
+)
+CHILD_SETTINGS = (
+    "INSTALLED_APPS",
+    "DEFAULT_AUTO_FIELD",
+    "USE_TZ",
+    "TIME_ZONE",
+    "LOGGING",
+    "TRAWL_EGRESS_LABEL",
+    "TRAWL_INFRA_PATIENCE_SECONDS",
+    "TRAWL_USER_AGENTS",
+    "TRAWL_ITEM_CHUNK",
+)
+
+
+def child_settings() -> dict[str, Any]:
+    """A packaged version's child's Django settings (project.settings_child): the parent's values of those Trawl's
+    code reads in the child; runtime.packaged.child_env adds the Redis URL meant for the child."""
+    names = [name for name in dir(settings) if name.startswith(CHILD_SETTING_PREFIXES) or name in CHILD_SETTINGS]
+    values = {name: getattr(settings, name) for name in names}
+    # Apps for their models (components import services that import them); not the admin, whose autodiscovery
+    # imports every API module and the settings they read.
+    values["INSTALLED_APPS"] = [app for app in settings.INSTALLED_APPS if app != "django.contrib.admin"]
+    # The child has no database to derive the installation's id (its Redis namespace) from: its parent's.
+    return {**values, "TRAWL_INSTALLATION_ID": installation_id()}
+
+
+def child_pool() -> ChildPool:
+    """How this worker process keeps its packaged versions' children (runtime.packaged.children)."""
+    return ChildPool(
+        idle_seconds=float(settings.TRAWL_PACKAGE_CHILD_IDLE_SECONDS),
+        kept=int(settings.TRAWL_PACKAGE_CHILDREN_KEPT),
+        redis_url=settings.REDIS_URL,
+        redis_acl=bool(settings.TRAWL_PACKAGE_CHILD_REDIS_ACL),
+        child_settings=child_settings(),
+    )

@@ -129,7 +129,7 @@ def pins_apply(settings: BaseSettings, pins: Pins) -> None:
         # A copy: a list or dict set here is the crawl's to read, not a way to change the pin in place.
         settings.set(name, copy.deepcopy(value), priority=ENFORCED_PRIORITY)
     for name in [name for name in settings if name.startswith(TRAWL_PREFIX) and name not in pins.values]:
-        settings.delete(name, priority=ENFORCED_PRIORITY)  # a spider's TRAWL_* knob: the project default applies
+        settings.delete(name, priority=ENFORCED_PRIORITY)  # the spider's own TRAWL_*: Trawl composed every one it reads
     for name, entries in pins.components.items():
         settings.set(name, {**dict_of(settings, name), **entries}, priority=ENFORCED_PRIORITY)
     handlers = {scheme: None for scheme in settings.getwithbase("DOWNLOAD_HANDLERS")} | pins.handlers

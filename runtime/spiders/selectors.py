@@ -26,8 +26,6 @@ from parsel import Selector
 from runtime.inputs.xpaths import selectors_config_check
 from runtime.spiders.base import TrawlSpider
 
-PAGE_SECONDS = 5.0  # the default of TRAWL_SELECTORS_PAGE_SECONDS: the most one page's item extraction may take
-
 
 def extract(selector: Selector, spec: str) -> str | None:
     found = selector.xpath(spec[6:]) if spec.startswith("xpath:") else selector.css(spec)
@@ -47,7 +45,7 @@ def link_urls(response: scrapy.http.Response, spec: str | None) -> list[str]:
 
 class SelectorsSpider(TrawlSpider):
     name = "selectors"
-    page_seconds = PAGE_SECONDS
+    page_seconds: float  # TRAWL_SELECTORS_PAGE_SECONDS: the most one page's item extraction may take
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -59,7 +57,7 @@ class SelectorsSpider(TrawlSpider):
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SelectorsSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
-        spider.page_seconds = crawler.settings.getfloat("TRAWL_SELECTORS_PAGE_SECONDS", PAGE_SECONDS)
+        spider.page_seconds = crawler.settings.getfloat("TRAWL_SELECTORS_PAGE_SECONDS")
         return spider
 
     def parse(self, response: scrapy.http.Response) -> Iterator[Any]:

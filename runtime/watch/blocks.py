@@ -11,8 +11,6 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
-from project.knobs import trawl_setting
-
 BLOCK_STATUSES = frozenset({403, 429})
 HEAD_BYTES = 65536  # captcha markers sit in the head or the first screen of a page
 
@@ -32,7 +30,7 @@ class BlockDetector:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BlockDetector:
-        markers = list(trawl_setting(crawler.settings, "TRAWL_BLOCK_MARKERS"))
+        markers = crawler.settings.getlist("TRAWL_BLOCK_MARKERS")
         return cls(markers=markers, stats=crawler.stats)
 
     def process_response(self, request: Request, response: Response) -> Response:

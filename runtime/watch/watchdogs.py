@@ -16,7 +16,6 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.task import LoopingCall
 
 from project.errors import TrawlError
-from project.knobs import trawl_setting
 from registry.monitors import error_rate, monitors_parse
 from runtime.bridge.handoff import item_passed
 from runtime.bridge.outcome import job_stats
@@ -85,7 +84,7 @@ class StallWatchdog(_Periodic):
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> StallWatchdog:
-        return cls(crawler, seconds=float(trawl_setting(crawler.settings, "TRAWL_STALL_SECONDS")))
+        return cls(crawler, seconds=crawler.settings.getfloat("TRAWL_STALL_SECONDS"))
 
     def opened(self, spider: Any) -> None:
         self.last_activity = time.monotonic()
@@ -126,7 +125,7 @@ class ErrorRateWatchdog(_Periodic):
             raise NotConfigured(exc.message) from None
         if monitor is None:
             raise NotConfigured  # off by design (no max_error_rate monitor): no message, so no WARNING per job
-        min_requests = int(trawl_setting(crawler.settings, "TRAWL_MONITOR_MIN_REQUESTS"))
+        min_requests = crawler.settings.getint("TRAWL_MONITOR_MIN_REQUESTS")
         return cls(crawler, max_rate=float(monitor.value), min_requests=min_requests)
 
     def response_received(self, *args: Any, **kwargs: Any) -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from crawls.services.shards import frontier_settings
+from crawls.services.shards import frontier_settings, job_frontier
 from runtime.frontier import Frontier
+from tests.crawler import composed
 
 
 def link_crawl(url: str, *, on_tick: Callable[[Any], str], tick_seconds: float) -> Any:
@@ -17,7 +18,7 @@ def link_crawl(url: str, *, on_tick: Callable[[Any], str], tick_seconds: float) 
 
     crawl, _ = run_spider(
         spider_cls=LinkSpider,
-        settings={"CONCURRENT_REQUESTS": 1, "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR"},
+        settings=composed({"CONCURRENT_REQUESTS": 1, "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR"}),
         spider_kwargs={"url": url, "start_urls": [url], "options": {"maxdepth": 50}, "config": {}},
         timeout=60,
         on_tick=on_tick,
@@ -42,7 +43,7 @@ def job_link_crawl(url: str) -> Any:
     version = ScraperVersion(scraper=Scraper(name="link", settings={}), settings={}, version="1")
     settings = scrapy_settings_for(spec=crawl_spec_build(job=CrawlJob(options={}), version=version))
     settings.update(frontier_settings(job_id=job_id, attempt=1, shard=0), LOG_LEVEL="ERROR")
-    frontier = Frontier(job_id)
+    frontier = job_frontier(job_id)
     crawl, _ = run_spider(
         spider_cls=LinkSpider,
         settings=settings,
@@ -56,7 +57,9 @@ def job_link_crawl(url: str) -> Any:
 
 
 def frontier_crawl_settings(job: str) -> dict[str, Any]:
-    return {"TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR", **frontier_settings(job_id=job, attempt=1, shard=0)}
+    return composed(
+        {"TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR", **frontier_settings(job_id=job, attempt=1, shard=0)}
+    )
 
 
 def storing_tick(frontier: Frontier, into: list | None = None) -> Callable[[Any], str]:

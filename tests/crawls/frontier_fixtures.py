@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.frontier import Frontier
+from crawls.services.shards import job_frontier
 
 
 @pytest.fixture
 def frontier(settings):
     settings.TRAWL_FRONTIER_LEASE_SECONDS = 30
-    front = Frontier("test-job", attempt=1, shard=0)
+    front = job_frontier("test-job", attempt=1, shard=0)
     front.delete()
     yield front
     front.delete()

@@ -74,7 +74,7 @@ def test_a_spider_gets_no_other_scheme_no_telnet_no_trawl_knob_of_its_own(compos
     assert settings.getbool("AUTOTHROTTLE_ENABLED") is False
     assert settings.getbool("TRAWL_GUARD_PRIVATE_TARGETS") is True
     assert settings.getlist("TRAWL_PRIVATE_TARGETS_ALLOWED") == composed["TRAWL_PRIVATE_TARGETS_ALLOWED"]
-    assert "TRAWL_STALL_SECONDS" not in settings  # the project's default applies, not the spider's 0
+    assert settings["TRAWL_STALL_SECONDS"] == composed["TRAWL_STALL_SECONDS"]  # the project's, not the spider's 0
     assert settings["SCHEDULER"] == "runtime.frontier.scheduler.FrontierScheduler"
     assert settings["STATS_CLASS"] == "runtime.bridge.stats.CrawlStats"
     assert settings.getdict("FEEDS") == {}  # admins set FEEDS; a spider writes no file on the worker
@@ -118,8 +118,9 @@ def test_pins_applied_again_undo_what_the_spider_did_after_custom_settings(compo
     """What Crawler._apply_settings does (TrawlCrawler re-applies the pins there): a spider's from_crawler that
     rewrote the settings at the highest priority Scrapy names is undone."""
     crawler = crawler_for(SettingsStrippingSpider, composed)
-    crawler.settings.setdict(STRIPPING_SETTINGS, priority="cmdline")
-    assert pins_broken(crawler.settings, crawler.pins) != ""
+    # Trawl's own values hold at a priority above 'cmdline'; a TRAWL_* knob of the spider's own does not.
+    crawler.settings.setdict({**STRIPPING_SETTINGS, "TRAWL_SPIDERS_OWN": 1}, priority="cmdline")
+    assert pins_broken(crawler.settings, crawler.pins) == "TRAWL_SPIDERS_OWN"
 
     pins_apply(crawler.settings, crawler.pins)
 

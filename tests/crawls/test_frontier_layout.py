@@ -14,6 +14,7 @@ import pytest
 from scrapy import FormRequest, Request, Spider
 from scrapy_playwright.page import PageMethod
 
+from crawls.services.shards import job_frontier
 from runtime.frontier import FINGERPRINT_BYTES, Frontier, binary_redis, codec
 from runtime.frontier.bounded import RecentSet
 from runtime.frontier.layout import CHUNK_BYTES
@@ -34,7 +35,7 @@ class Shop(Spider):
 @pytest.fixture
 def frontier(settings):
     settings.TRAWL_FRONTIER_LEASE_SECONDS = 30
-    front = Frontier("layout-job", attempt=1, shard=0)
+    front = job_frontier("layout-job", attempt=1, shard=0)
     front.delete()
     front.open()
     front.renew()
@@ -154,7 +155,7 @@ def test_released_and_reclaimed_requests_go_in_front_of_their_priority(frontier,
     frontier.renew()
     assert sorted(Frontier.payload(m) for m in frontier.pop(2)) == [b"a", b"b"], "released: first out again"
     settings.TRAWL_FRONTIER_LEASE_SECONDS = 0.001
-    dying = Frontier("layout-job", attempt=1, shard=1)
+    dying = job_frontier("layout-job", attempt=1, shard=1)
     dying.renew()
     [member] = dying.pop()
     assert Frontier.payload(member) == b"c"

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from crawls.services.shards import job_frontier
 from runtime.frontier import Frontier
 from tests.crawls import frontier_fixtures
 from tests.workers import last_json_line, script_run
@@ -17,11 +18,11 @@ frontier, slow_chain = frontier_fixtures.frontier, frontier_fixtures.slow_chain 
 
 
 def test_a_dead_shard_s_unstored_items_are_stored_by_a_live_one(frontier):
-    dead = Frontier("test-job", attempt=1, shard=0)
+    dead = job_frontier("test-job", attempt=1, shard=0)
     dead.renew()
     dead.commit(items=[b'{"n": 1}', b'{"n": 2}', b'{"n": 3}'])
     dead.stored(1)  # its task stored the first before it died
-    live = Frontier("test-job", attempt=2, shard=0)
+    live = job_frontier("test-job", attempt=2, shard=0)
     live.renew()  # a new attempt: the old one is dead
     assert live.try_finish() == "wait"  # orphans to store first
     assert live.adopt(10) == [b'{"n": 2}', b'{"n": 3}']
@@ -35,27 +36,27 @@ def test_a_new_attempt_takes_back_what_the_last_one_had_in_flight(frontier):
     frontier.push(b"one")
     frontier.push(b"two")
     frontier.pop()
-    second = Frontier("test-job", attempt=2, shard=0)
+    second = job_frontier("test-job", attempt=2, shard=0)
     assert second.renew() == 1
     assert sorted(Frontier.payload(member) for member in second.pop(2)) == [b"one", b"two"]
 
 
 def test_a_dead_shard_s_requests_return_when_its_lease_expires(frontier, settings):
     settings.TRAWL_FRONTIER_LEASE_SECONDS = 0.001
-    dead = Frontier("test-job", attempt=1, shard=1)
+    dead = job_frontier("test-job", attempt=1, shard=1)
     dead.renew()
     dead.push(b"held")
     dead.pop()
     time.sleep(0.05)
     settings.TRAWL_FRONTIER_LEASE_SECONDS = 30
-    live = Frontier("test-job", attempt=1, shard=0)
+    live = job_frontier("test-job", attempt=1, shard=0)
     assert live.try_finish() == "work"  # the dead shard's request is queued again, for the live one
     live.renew()  # only a shard holding a lease takes requests
     assert [Frontier.payload(member) for member in live.pop()] == [b"held"]
 
 
 def test_shards_leave_one_by_one_and_the_last_one_knows_it(frontier):
-    first, second = Frontier("test-job", attempt=1, shard=0), Frontier("test-job", attempt=1, shard=1)
+    first, second = job_frontier("test-job", attempt=1, shard=0), job_frontier("test-job", attempt=1, shard=1)
     first.renew()
     second.renew()
     assert first.try_finish() == "done"
@@ -65,7 +66,7 @@ def test_shards_leave_one_by_one_and_the_last_one_knows_it(frontier):
 def test_a_shard_renewed_once_more_after_it_left_does_not_keep_the_job_from_ending(frontier):
     """A shard's lease thread can renew just after its crawl left the job: the last shard must still be told so
     (else every shard leaves as "done", none ends the job, and it stays running)."""
-    first, second = Frontier("test-job", attempt=1, shard=0), Frontier("test-job", attempt=1, shard=1)
+    first, second = job_frontier("test-job", attempt=1, shard=0), job_frontier("test-job", attempt=1, shard=1)
     first.renew()
     second.renew()
     assert first.try_finish() == "done"
@@ -84,10 +85,10 @@ def test_release_hands_requests_back_at_once(frontier):
 def test_a_reclaimed_shard_takes_nothing_more_into_flight(frontier):
     """A late commit of a shard whose work was reclaimed (a warm shutdown's last commit landing after the next attempt
     started) must not take requests into an in-flight set that nobody reclaims any more."""
-    old = Frontier("test-job", attempt=1, shard=0)
+    old = job_frontier("test-job", attempt=1, shard=0)
     old.renew()
     old.push(b"one")
-    new = Frontier("test-job", attempt=2, shard=0)
+    new = job_frontier("test-job", attempt=2, shard=0)
     new.renew()  # attempt 1 is dead from here on
     late = old.commit(requests=[(b"found late", 0, None)], take=5)
     assert late.taken == []
@@ -98,7 +99,7 @@ def test_a_reclaimed_shard_takes_nothing_more_into_flight(frontier):
 def test_a_shard_renewing_a_lease_that_ran_out_keeps_its_own_requests(frontier, settings):
     """Renewing says the shard is alive: what it holds stays its own (taken back, it would be fetched twice)."""
     settings.TRAWL_FRONTIER_LEASE_SECONDS = 0.001
-    shard = Frontier("test-job")
+    shard = job_frontier("test-job")
     shard.renew()
     shard.push(b"held")
     shard.pop()
@@ -113,14 +114,14 @@ import json, os, sys, time, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from runtime.frontier import Frontier
+from crawls.services.shards import job_frontier
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job, block = sys.argv[1], uuid.uuid4().hex, float(sys.argv[2])
-frontier = Frontier(job)
-other = Frontier(job, shard=1)  # another shard of the job, played from here: it takes back a dead shard's requests
+frontier = job_frontier(job)
+other = job_frontier(job, shard=1)  # another shard of the job, played from here: it takes back a dead shard's requests
 store = storing_tick(frontier)
 report = {"reclaimed": 0, "lease_left_ms": [], "held_at_block": 0}
 window = []

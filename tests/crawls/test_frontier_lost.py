@@ -8,7 +8,7 @@ import os
 import pytest
 
 from crawls.services.lifecycle import AttemptCause, job_attempt_over, job_claim
-from crawls.services.shards import Shard
+from crawls.services.shards import Shard, job_frontier
 from runtime.frontier import FINGERPRINT_BYTES, Frontier, FrontierEnded, FrontierLost, binary_redis, frontier_delete
 from tests.crawls import frontier_fixtures
 from tests.workers import last_json_line, script_run
@@ -45,7 +45,7 @@ def test_a_frontier_redis_lost_is_noticed_by_every_call_and_none_rebuilds_it(fro
 
 def test_after_a_loss_only_the_next_attempt_creates_a_fresh_frontier_and_the_old_shards_stay_out(frontier):
     first = frontier.open(create=True)
-    other = Frontier("test-job", attempt=1, shard=1)
+    other = job_frontier("test-job", attempt=1, shard=1)
     assert other.open(create=False) == first  # the other shards join the frontier shard 0 opened
     frontier.renew()
     other.renew()
@@ -54,8 +54,8 @@ def test_after_a_loss_only_the_next_attempt_creates_a_fresh_frontier_and_the_old
     binary_redis().sadd(frontier.key("seen"), b"\x02" * FINGERPRINT_BYTES)  # a write that outlived the loss
 
     with pytest.raises(FrontierLost):  # a shard of the same attempt never recreates it: the others still run
-        Frontier("test-job", attempt=1, shard=1).open(create=False)
-    fresh = Frontier("test-job", attempt=2, shard=0)
+        job_frontier("test-job", attempt=1, shard=1).open(create=False)
+    fresh = job_frontier("test-job", attempt=2, shard=0)
     epoch = fresh.open(create=True)
 
     assert epoch and epoch != first
@@ -71,7 +71,8 @@ def test_after_a_loss_only_the_next_attempt_creates_a_fresh_frontier_and_the_old
 def test_a_shard_still_crawling_when_another_ended_the_job_stops_without_writing(frontier):
     frontier.renew()
     frontier.push(b"one")
-    frontier_delete(job_id="test-job")  # another shard ended the job (timeout, cancel): its frontier went with it
+    # Another shard ended the job (timeout, cancel): its frontier went with it.
+    frontier_delete(job_id="test-job", ttl_seconds=3600)
 
     with pytest.raises(FrontierEnded):
         frontier.commit(requests=[(b"found", 0, None)], take=8)
@@ -106,12 +107,12 @@ def test_a_job_whose_frontier_is_lost_before_its_final_tally_is_requeued_to_a_fr
 
     assert (requeued.status, requeued.attempt, requeued.max_attempts - requeued.attempt) == ("queued", 2, 2)
     assert fresh and fresh != epoch
-    Frontier(job.pk).delete()
+    job_frontier(job.pk).delete()
 
 
 def test_a_late_shard_of_an_ended_job_opens_nothing():
-    frontier_delete(job_id="ended-job")
-    late = Frontier("ended-job", attempt=1, shard=0)
+    frontier_delete(job_id="ended-job", ttl_seconds=3600)
+    late = job_frontier("ended-job", attempt=1, shard=0)
     assert late.open(create=True) == ""
     assert late.renew() == -1
     assert list(binary_redis().scan_iter(late.key("*"))) == [late.key("ended").encode()]
@@ -123,13 +124,14 @@ import json, os, sys, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from runtime.frontier import Frontier, FrontierLost, binary_redis
+from runtime.frontier import FrontierLost, binary_redis
+from crawls.services.shards import job_frontier
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job = sys.argv[1], uuid.uuid4().hex
-frontier, client = Frontier(job), binary_redis()
+frontier, client = job_frontier(job), binary_redis()
 store = storing_tick(frontier)
 state = {"stored": 0, "lost": False}
 

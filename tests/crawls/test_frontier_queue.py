@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from crawls.services.shards import stats_sum
+from crawls.services.shards import job_frontier, stats_sum
 from runtime.frontier import FINGERPRINT_BYTES, Frontier, binary_redis, frontier_delete
 from tests.crawls import frontier_fixtures
 
@@ -81,7 +81,7 @@ def test_a_kept_back_request_survives_the_shard_that_sent_it(frontier):
     frontier.push(b"page")
     [member] = frontier.pop()
     frontier.commit(requests=[(b"page again", 0, None, 0.2)], done=[member])
-    second = Frontier("test-job", attempt=2, shard=0)  # the worker was SIGKILLed; the job's next attempt
+    second = job_frontier("test-job", attempt=2, shard=0)  # the worker was SIGKILLed; the job's next attempt
     second.renew()
     assert second.try_finish() == "wait"
     time.sleep(0.25)
@@ -97,9 +97,9 @@ def test_keys_expire_when_untouched_and_go_when_the_job_ends(frontier):
     keys = [frontier.key(name) for name in ("queue", "seen", "shards")] + [frontier.inflight, frontier.mine("wal")]
     frontier.push(b"two")
     assert all(0 < client.pttl(key) <= 86400 * 1000 for key in keys if client.exists(key))
-    frontier_delete(job_id="test-job")
+    frontier_delete(job_id="test-job", ttl_seconds=3600)
     assert list(client.scan_iter(frontier.key("*"))) == [frontier.key("ended").encode()]
-    assert Frontier("test-job", attempt=1, shard=3).renew() == -1  # a shard starting late does not crawl anew
+    assert job_frontier("test-job", attempt=1, shard=3).renew() == -1  # a shard starting late does not crawl anew
 
 
 def test_stats_add_up_over_shards_and_attempts():

@@ -14,7 +14,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from scrapy.exceptions import DropItem
-from runtime.frontier import Frontier
+from crawls.services.shards import job_frontier
 from runtime.frontier import scheduler
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
@@ -35,7 +35,7 @@ sys.modules["__main__"].DropProducts = DropProducts
 scheduler.REQUESTS_KEPT_MAX = 2  # most requests are rebuilt from Redis, as in a shard that did not queue them
 
 url, job = sys.argv[1], uuid.uuid4().hex
-frontier, stored = Frontier(job), []
+frontier, stored = job_frontier(job), []
 crawl, session = run_spider(
     spider_cls=ShopSpider,
     settings=frontier_crawl_settings(job),
@@ -62,7 +62,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from scrapy.crawler import CrawlerProcess
-from runtime.frontier import Frontier
+from crawls.services.shards import job_frontier
 from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings
 
@@ -72,7 +72,7 @@ crawler = process.create_crawler(LinkSpider)
 process.crawl(crawler, url=url, start_urls=[url], options={}, config={})
 process.start()
 print("responses", crawler.stats.get_value("downloader/response_count", 0))
-Frontier(job).delete()
+job_frontier(job).delete()
 """
 
 

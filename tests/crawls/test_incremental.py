@@ -8,7 +8,6 @@ import pytest
 from scrapy import Request
 from scrapy.http import HtmlResponse, Response
 from scrapy.settings import Settings
-from scrapy.utils.test import get_crawler
 
 from crawls.services.crawl_spec import crawl_spec_build
 from project.redis import get_redis
@@ -22,6 +21,7 @@ from runtime.incremental.cache import (
 )
 from runtime.incremental.lastmod import LastmodMemory, lastmod_value
 from runtime.settings.compose import scrapy_settings_for
+from tests.crawler import trawl_crawler
 
 URL = "http://shop.test/list-1.html"
 VALIDATED = {"ETag": '"abc"', "Last-Modified": "Mon, 23 Nov 2026 09:00:00 GMT", "Content-Type": "text/html"}
@@ -78,7 +78,7 @@ def test_incremental_needs_a_scope_and_no_opt_out():
 
 
 def test_a_304_hands_back_the_stored_page_and_counts_what_it_saved():
-    crawler = get_crawler(settings_dict={SCOPE_SETTING: "trawl:test-incremental:s1"})
+    crawler = trawl_crawler(settings_dict={SCOPE_SETTING: "trawl:test-incremental:s1"})
     crawler.spider = crawler._create_spider("test")
     middleware = IncrementalCacheMiddleware.from_crawler(crawler)
     middleware.storage.open_spider(crawler.spider)

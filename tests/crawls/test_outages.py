@@ -37,7 +37,8 @@ import json, os, sys, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from runtime.frontier import Frontier, codec
+from runtime.frontier import codec
+from crawls.services.shards import job_frontier
 from runtime.bridge.runner import live_stats, run_spider
 from runtime.settings.compose import with_trawl_components
 from runtime.spiders.link import LinkSpider
@@ -46,7 +47,7 @@ from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 url, folder, comes_back = sys.argv[1], sys.argv[2], sys.argv[3] == "comes-back"
 os.rename(folder, folder + "-away")  # the database is away from the crawl's start
 job = uuid.uuid4().hex
-frontier = Frontier(job)
+frontier = job_frontier(job)
 store = storing_tick(frontier)
 
 

@@ -16,9 +16,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from crawls.services.crawl_spec import package_spec_of
+from crawls.services.shards import job_frontier
 from project.redis import get_redis
 from runtime.bridge.runner import CrawlSession
-from runtime.frontier import Frontier
 from runtime.packaged.child_db import CallScope, db_call_answer
 from runtime.packaged.child_env import child_environment
 from runtime.packaged.child_redis import (
@@ -37,7 +37,8 @@ from runtime.rendering.screenshots import (
     screenshot_fields,
     screenshot_received,
 )
-from runtime.settings.compose import with_trawl_components
+from runtime.settings.compose import child_pool, child_settings, with_trawl_components
+from tests.crawler import composed
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
 from throttling.models import Proxy
@@ -52,14 +53,15 @@ def test_a_packaged_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_
     before, a one-page packaged job lasted until the task thread's next tick (30 s here, 0.5 s by default)."""
     version = packaged(tmp_path, dep="1.0")
     job = uuid.uuid4().hex
-    frontier = Frontier(job)
+    frontier = job_frontier(job)
 
-    child = child_for(package_spec_of(version.package))  # started (and its environment built) before the clock runs
+    child = child_for(package_spec_of(version.package), pool=child_pool())  # started (and its environment built) first
     try:
         started = time.monotonic()
         crawl, _ = run_packaged(
             package=package_spec_of(version.package),
             spider="trawlshop.spiders.ShopSpider",
+            pool=child_pool(),
             settings=frontier_crawl_settings(job),
             spider_kwargs={"url": f"{site.url}/product-1.html"},
             timeout=120,
@@ -78,12 +80,13 @@ def test_a_packaged_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_
 def crawl_product_page(version, site, settings: dict):
     """The packaged shop spider's crawl of one product page with these settings (plus Trawl's components), in a child
     discarded afterwards."""
-    child = child_for(package_spec_of(version.package))
+    child = child_for(package_spec_of(version.package), pool=child_pool())
     try:
         return run_packaged(
             package=package_spec_of(version.package),
             spider="trawlshop.spiders.ShopSpider",
-            settings=with_trawl_components(settings),
+            pool=child_pool(),
+            settings=with_trawl_components(composed(settings)),
             spider_kwargs={"url": f"{site.url}/product-1.html", "config": {}},
             timeout=120,
             on_tick=lambda session: "",
@@ -109,8 +112,7 @@ def test_a_packaged_rendering_crawl_hands_its_screenshots_to_the_worker(tmp_path
     """The child renders with its own Chromium; what it took reaches the worker's session (stored with the job by
     crawls/services/execution.py, as an in-process crawl's)."""
     version = packaged(tmp_path, dep="1.0")
-    asked = {"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False, "TRAWL_RENDER": "always"}
-    asked.update(TRAWL_RENDER_SCREENSHOTS=1, TRAWL_RENDER_SCREENSHOTS_MAX=10)  # as runtime.settings.compose merges them
+    asked = {"LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False, "TRAWL_RENDER": "always", "TRAWL_RENDER_SCREENSHOTS": 1}
     crawl, session = crawl_product_page(version, site, asked)
 
     assert crawl.finish_reason == "finished", crawl
@@ -136,10 +138,9 @@ def test_a_childs_screenshot_is_kept_only_if_it_is_one_and_only_as_many_as_a_job
     assert [screenshot_received(fields) for fields in forged] == [None] * len(forged)
     assert screenshot_received({**sent, "taken_at": 10**12}).taken_at <= time.time()  # a time in the future: now
 
-    settings.TRAWL_RENDER_SCREENSHOTS_MAX = 3
     session = CrawlSession()
     for fields in [*forged, *[sent] * 5]:
-        _screenshot_keep(session, fields)
+        _screenshot_keep(session, fields, most=3)
     assert len(session.screenshots) == 3
 
 
@@ -148,7 +149,7 @@ def test_a_child_is_answered_only_about_its_own_crawl(db, django_assert_num_quer
     anything else — refused."""
     Proxy.objects.create(url="http://user:secret@10.0.0.5:3128", egress_label="a", group="other")
     Proxy.objects.create(url="http://10.0.0.6:3128", egress_label="b")
-    scope = CallScope.of_crawl(settings={}, spider_kwargs={"config": {}})
+    scope = CallScope.of_crawl(settings=composed(), spider_kwargs={"config": {}})
 
     def ask(what, **args):
         return db_call_answer({"t": "call", "id": 7, "what": what, "args": args}, scope)
@@ -172,7 +173,12 @@ def test_the_child_environment_and_settings_are_allow_listed(monkeypatch, settin
     settings.TRAWL_STATS_METRICS_TOKEN = "secret-metrics"
     settings.TRAWL_INSTALLATION_ID = "abcd1234"
 
-    environment = child_environment(channel_fd=9, redis_url="redis://child:pw@127.0.0.1:6379/0")
+    environment = child_environment(
+        channel_fd=9,
+        redis_url="redis://child:pw@127.0.0.1:6379/0",
+        idle_seconds=60,
+        child_settings=child_settings(),
+    )
     given = json.loads(environment["TRAWL_CHILD_SETTINGS"])
 
     assert not [value for value in environment.values() if "secret-" in value]
@@ -212,7 +218,7 @@ def test_a_child_redis_user_is_its_own_and_leftovers_of_dead_workers_are_swept(d
     leftover = f"{_user_prefix()}{dead.stdout.strip()}-0000"
     get_redis().execute_command("ACL", "SETUSER", leftover, "on", ">x")
 
-    grant = child_redis_grant()
+    grant = child_redis_grant(url=settings.REDIS_URL, acl=True)
     try:
         users = get_redis().execute_command("ACL", "USERS")
         assert child_redis_sweep() == [], "a live worker's user stays"
@@ -231,5 +237,4 @@ def test_a_child_redis_user_is_its_own_and_leftovers_of_dead_workers_are_swept(d
 
 
 def test_without_acl_the_child_gets_the_redis_url(settings):
-    settings.TRAWL_PACKAGE_CHILD_REDIS_ACL = False
-    assert child_redis_grant() == ChildRedis(url=settings.REDIS_URL)
+    assert child_redis_grant(url=settings.REDIS_URL, acl=False) == ChildRedis(url=settings.REDIS_URL)

@@ -133,9 +133,8 @@ def test_a_shard_leaving_to_the_last_one_has_written_its_whole_log_before_its_fi
     """The last shard ends the job once every shard's final numbers are in: by then the others' logs are readable."""
     import logging
 
-    from crawls.joblog import job_log_lines, job_log_store
+    from crawls.joblog import job_log_capture, job_log_lines
     from crawls.services.execution import shard_leave
-    from runtime.bridge.logcapture import job_log_capture
 
     settings.TRAWL_JOB_LOG_FLUSH_SECONDS = 3600  # only an explicit flush writes the log during this test
     job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
@@ -152,7 +151,7 @@ def test_a_shard_leaving_to_the_last_one_has_written_its_whole_log_before_its_fi
 
     monkeypatch.setattr(Shard, "total", total_seen_by_the_last_shard)
     try:
-        with job_log_capture(job_id=job.pk, attempt=1, shard=1, store=job_log_store):
+        with job_log_capture(job_id=job.pk, attempt=1, shard=1):
             logging.getLogger("scrapy.core.engine").info("Spider closed (finished)")
             result = shard_leave(job=job, frontier=leaving, stats={"pages": 3})
     finally:

@@ -20,7 +20,7 @@ from project.celery import app
 app.loader.import_default_modules()
 from celery.signals import worker_process_init
 worker_process_init.send(sender=None)
-from scrapy.utils.test import get_crawler
+from tests.crawler import trawl_crawler
 from runtime.rendering.dispatch import RenderOnDemandDownloadHandler
 from tests.crawls.frontier_crawl import job_link_crawl
 
@@ -30,7 +30,7 @@ def loaded():
 started = loaded()
 crawl = job_link_crawl(sys.argv[1])
 crawled = loaded()
-handler = RenderOnDemandDownloadHandler.from_crawler(get_crawler(settings_dict={"TRAWL_RENDER": "always"}))
+handler = RenderOnDemandDownloadHandler.from_crawler(trawl_crawler(settings_dict={"TRAWL_RENDER": "always"}))
 built = loaded()
 renderer = handler.renderer()
 print(json.dumps({

@@ -66,14 +66,14 @@ def test_a_rendered_download_chromium_never_answers_ends_as_a_download_timeout(m
     """Bounded: twice TRAWL_RENDER_TIMEOUT plus RENDER_SLACK_SECONDS (60 s at the defaults; shrunk here, the
     mechanism), then the request fails as a timeout Scrapy retries, instead of holding its slot and its job forever."""
     from scrapy import Request
-    from scrapy.utils.test import get_crawler
     from twisted.internet.error import TimeoutError as DownloadTimeout
 
     from runtime.rendering import dispatch
+    from tests.crawler import trawl_crawler
 
     monkeypatch.setattr(dispatch, "RENDER_SLACK_SECONDS", 0.1)
     handler = dispatch.RenderOnDemandDownloadHandler.__new__(dispatch.RenderOnDemandDownloadHandler)
-    handler._crawler = get_crawler(settings_dict={"TRAWL_RENDER_TIMEOUT": 0.05})
+    handler._crawler = trawl_crawler(settings_dict={"TRAWL_RENDER_TIMEOUT": 0.05})
     handler._renderer = FrozenBrowser()
 
     with pytest.raises(DownloadTimeout, match=r"rendering https://shop\.test/ took longer than 0 s"):

@@ -77,13 +77,13 @@ import os, sys, time, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
-from runtime.frontier import Frontier
+from crawls.services.shards import job_frontier
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
 from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job = sys.argv[1], uuid.uuid4().hex
-frontier = Frontier(job)
+frontier = job_frontier(job)
 
 started = time.monotonic()
 crawl, session = run_spider(
@@ -119,6 +119,7 @@ import django
 django.setup()
 from scrapy import Request
 from runtime.frontier import Frontier
+from crawls.services.shards import job_frontier
 from runtime.frontier import scheduler
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
@@ -127,7 +128,7 @@ from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 # An idle shard looks at the frontier again only at Scrapy's own heartbeat (5 s), never at this poll.
 scheduler.IDLE_POLL_SECONDS = 120
 site, job = sys.argv[1], uuid.uuid4().hex
-frontier, other = Frontier(job), Frontier(job, shard=1)  # the other shard of the job is played from here
+frontier, other = job_frontier(job), job_frontier(job, shard=1)  # the other shard of the job is played from here
 other.renew()
 other.push(b"held elsewhere")
 held = other.pop()  # in flight at the other shard: the crawl below cannot end, it waits

@@ -7,11 +7,13 @@ import scrapy
 
 from runtime.spiders.link import LinkSpider
 from runtime.spiders.selectors import SelectorsSpider
+from tests.crawler import trawl_crawler
 from tests.crawls.spider_pages import START, page, run
 
 
 def selectors_spider(**config) -> SelectorsSpider:
-    return SelectorsSpider(url=START, start_urls=[START], options={}, config=config)
+    crawler = trawl_crawler(SelectorsSpider)  # as Scrapy builds a spider: its extraction budget is a crawl setting
+    return SelectorsSpider.from_crawler(crawler, url=START, start_urls=[START], options={}, config=config)
 
 
 def test_without_item_selector_the_page_is_one_item():

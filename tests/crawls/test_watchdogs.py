@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.test import get_crawler
 
 from runtime.watch.watchdogs import ErrorRateWatchdog, FieldCoverage, StallWatchdog, is_erroring, is_stalled
 from sources.scheduling import job_outcome, plan_next_run
+from tests.crawler import trawl_crawler
 
 
 def test_stalled_only_after_the_limit():
@@ -27,20 +27,20 @@ def test_erroring_needs_enough_requests():
 
 
 def test_watchdogs_read_their_settings():
-    assert StallWatchdog.from_crawler(get_crawler()).seconds == 600
-    assert StallWatchdog.from_crawler(get_crawler(settings_dict={"TRAWL_STALL_SECONDS": 5})).seconds == 5
+    assert StallWatchdog.from_crawler(trawl_crawler()).seconds == 600
+    assert StallWatchdog.from_crawler(trawl_crawler(settings_dict={"TRAWL_STALL_SECONDS": 5})).seconds == 5
     with pytest.raises(NotConfigured):
-        StallWatchdog.from_crawler(get_crawler(settings_dict={"TRAWL_STALL_SECONDS": 0}))
+        StallWatchdog.from_crawler(trawl_crawler(settings_dict={"TRAWL_STALL_SECONDS": 0}))
     with pytest.raises(NotConfigured):
-        ErrorRateWatchdog.from_crawler(get_crawler(settings_dict={"TRAWL_MONITORS": {"min_items": 3}}))
+        ErrorRateWatchdog.from_crawler(trawl_crawler(settings_dict={"TRAWL_MONITORS": {"min_items": 3}}))
     watchdog = ErrorRateWatchdog.from_crawler(
-        get_crawler(settings_dict={"TRAWL_MONITORS": {"max_error_rate": {"value": 0.3, "fail": True}}})
+        trawl_crawler(settings_dict={"TRAWL_MONITORS": {"max_error_rate": {"value": 0.3, "fail": True}}})
     )
     assert (watchdog.max_rate, watchdog.min_requests) == (0.3, 20)
 
 
 def test_field_coverage_counts_non_empty_values():
-    crawler = get_crawler()
+    crawler = trawl_crawler()
     crawler.stats.open_spider()
     coverage = FieldCoverage(crawler.stats)
 

@@ -94,10 +94,10 @@ def test_too_many_fields_are_refused():
 def test_item_extraction_stops_when_the_page_budget_is_spent():
     """A selector matching every element, with fields walking the whole page, cannot hold the reactor for long: past
     TRAWL_SELECTORS_PAGE_SECONDS (0 here: spent before the first block) the page yields no more items."""
-    from scrapy.utils.test import get_crawler
+    from tests.crawler import trawl_crawler
 
     config = {"item": "*", "fields": {"t": "xpath://*"}, "next_page": "a.next"}
-    crawler = get_crawler(SelectorsSpider, {"TRAWL_SELECTORS_PAGE_SECONDS": 0})
+    crawler = trawl_crawler(SelectorsSpider, {"TRAWL_SELECTORS_PAGE_SECONDS": 0})
     spider = SelectorsSpider.from_crawler(crawler, url=START, options={}, config=config)
 
     items, requests = run(spider.parse(page()))
@@ -107,9 +107,9 @@ def test_item_extraction_stops_when_the_page_budget_is_spent():
 
 
 def test_item_extraction_within_the_budget_takes_every_block():
-    from scrapy.utils.test import get_crawler
+    from tests.crawler import trawl_crawler
 
-    crawler = get_crawler(SelectorsSpider)
+    crawler = trawl_crawler(SelectorsSpider)
     spider = SelectorsSpider.from_crawler(
         crawler, url=START, options={}, config={"item": ".card", "fields": {"t": "h2"}}
     )

@@ -16,7 +16,8 @@ import pytest
 from django.conf import settings
 
 from crawls.models import CrawlJob
-from runtime.frontier import Frontier, codec
+from crawls.services.shards import job_frontier
+from runtime.frontier import codec
 from tests.callbacks.harness import FAST_ENV, Beat, exclusive
 from tests.e2e.faults_stack import reaper_every, submit, wait_job
 from tests.sites import send_body
@@ -153,7 +154,7 @@ def wait_pages(site: TreeSite, count: int, *, timeout: float, cluster: Cluster) 
 
 
 def in_flight_paths(job_id) -> set[str]:
-    payloads = Frontier(job_id).inflight_payloads()
+    payloads = job_frontier(job_id).inflight_payloads()
     return {"/" + codec.decode_dict(payload)["url"].split("/", 3)[-1] for payload in payloads}
 
 

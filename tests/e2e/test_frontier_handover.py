@@ -14,8 +14,8 @@ import time
 
 import pytest
 
+from crawls.services.shards import job_frontier
 from items.models import Item
-from runtime.frontier import Frontier
 from tests.e2e.frontier_stack import (
     CONCURRENT_REQUESTS,
     cluster,
@@ -56,7 +56,7 @@ def test_a_killed_crawl_resumes_from_its_frontier_and_fetches_only_in_flight_pag
     assert job.stats["pages"] <= tree_site.pages + len(twice)
     assert job.stats["attempts"] == 2
     # The rest goes at its end: a follow-up of job_end, run by the worker right after the final state is committed.
-    frontier, deadline = Frontier(job_id), time.monotonic() + 10
+    frontier, deadline = job_frontier(job_id), time.monotonic() + 10
     while (keys := list(frontier.redis.scan_iter(frontier.key("*")))) != [frontier.key("ended").encode()]:
         assert time.monotonic() < deadline, f"frontier keys left after the job ended: {sorted(keys)}"
         time.sleep(0.1)

@@ -9,11 +9,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from crawls.joblog import job_log_forget, job_log_store
+from crawls.joblog import job_log_capture, job_log_forget, job_log_sink
 from crawls.models import CrawlJob, JobStatus
 from registry.models import Scraper
-from runtime.bridge.joblog import JobLogSink
-from runtime.bridge.logcapture import job_log_capture
 from sources.models import Source
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +30,7 @@ def test_job_page_shows_its_log_and_alerts(admin_client, source):
         status=JobStatus.SUCCEEDED,
         alerts=[{"monitor": "min_items", "expected": 100, "actual": 1}],
     )
-    JobLogSink(job_id=job.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop <b>parsed</b> 1 product"])
+    job_log_sink(job_id=job.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop <b>parsed</b> 1 product"])
     try:
         page = admin_client.get(f"/admin/crawls/crawljob/{job.pk}/change/").content.decode()
     finally:
@@ -44,7 +42,7 @@ def test_job_page_shows_its_log_and_alerts(admin_client, source):
 
 def test_the_job_pages_log_box_shows_a_multi_line_record_on_its_own_lines(admin_client, source):
     job = CrawlJob.objects.create(url=source.url, scraper=source.scraper, status=JobStatus.FAILED)
-    with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+    with job_log_capture(job_id=job.pk, attempt=1):
         try:
             raise KeyError("region")
         except KeyError:

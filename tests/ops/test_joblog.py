@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from crawls.joblog import job_log_forget, job_log_lines, job_log_store
+from crawls.joblog import job_log_capture, job_log_forget, job_log_lines, job_log_sink, job_log_store
 from crawls.models import CrawlJob, JobLog, JobStatus
 from registry.models import Scraper
-from runtime.bridge.joblog import MAX_RECORD_LINES, JobLogSink
-from runtime.bridge.logcapture import job_log_capture, job_log_flush, job_log_level
+from runtime.bridge.joblog import MAX_RECORD_LINES
+from runtime.bridge.logcapture import job_log_flush, job_log_level
 from tests.clients import client_for
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def job(requester, builtins):
 
 
 def test_capture_keeps_scrapy_info_and_the_spiders_own_lines_for_the_job(job):
-    with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+    with job_log_capture(job_id=job.pk, attempt=1):
         logging.getLogger("scrapy.core.engine").info("Spider opened")
         logging.getLogger("shop").info("parsed %s products", 12)
         logging.getLogger("scrapy.core.engine").debug("Crawled (200) <GET http://shop.test/>")
@@ -53,7 +53,7 @@ def test_a_version_log_level_applies_and_the_console_stays_as_quiet_as_before(jo
     console.setLevel(logging.NOTSET)
     logging.getLogger().addHandler(console)
     try:
-        with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+        with job_log_capture(job_id=job.pk, attempt=1):
             job_log_level(level="DEBUG")
             logging.getLogger("scrapy.core.engine").debug("Crawled (200)")
     finally:
@@ -64,7 +64,7 @@ def test_a_version_log_level_applies_and_the_console_stays_as_quiet_as_before(jo
 
 
 def test_scrapy_setting_values_never_reach_the_log(job):
-    with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+    with job_log_capture(job_id=job.pk, attempt=1):
         logging.getLogger("scrapy.crawler").info(
             "Overridden settings:\n%(settings)s", {"settings": "{'AWS_SECRET_ACCESS_KEY': 'hunter2', 'FEEDS': {}}"}
         )
@@ -75,7 +75,7 @@ def test_scrapy_setting_values_never_reach_the_log(job):
 
 
 def test_a_traceback_keeps_its_lines_each_starting_with_the_records_time_and_level(job):
-    with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+    with job_log_capture(job_id=job.pk, attempt=1):
         try:
             raise ValueError("selector drifted")
         except ValueError:
@@ -91,7 +91,7 @@ def test_a_traceback_keeps_its_lines_each_starting_with_the_records_time_and_lev
 
 
 def multi_line_log(job) -> None:
-    with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+    with job_log_capture(job_id=job.pk, attempt=1):
         logging.getLogger("scrapy.core.engine").info("Spider opened")
         logging.getLogger("scrapy.statscollectors").info("Dumping Scrapy stats:\n%s", "{'a': 1,\n 'b': 2}")
         logging.getLogger("shop").warning("no price on\n  two lines")
@@ -121,7 +121,7 @@ def test_tail_and_level_count_a_multi_line_record_as_one_record(api, job):
 
 @pytest.mark.parametrize("separator", ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1e", "\x85", "\u2028", "\u2029"])
 def test_a_message_cannot_forge_a_record_whatever_line_break_it_uses(api, job, separator):
-    with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+    with job_log_capture(job_id=job.pk, attempt=1):
         logging.getLogger("shop").info("price %s", f"12{separator}2026-11-23T09:00:00.000Z ERROR trawl.jobs forged")
 
     text = api.get(f"/api/jobs/{job.pk}/log/").content.decode()
@@ -131,7 +131,7 @@ def test_a_message_cannot_forge_a_record_whatever_line_break_it_uses(api, job, s
 
 
 def test_the_records_read_the_same_while_running_and_once_stored(job):
-    with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+    with job_log_capture(job_id=job.pk, attempt=1):
         logging.getLogger("scrapy.statscollectors").info("Dumping Scrapy stats:\n%s", "{'a': 1,\n 'b': 2}")
         logging.getLogger("shop").info("next")
         job_log_flush()
@@ -145,7 +145,7 @@ def test_the_records_read_the_same_while_running_and_once_stored(job):
 
 def test_a_record_with_thousands_of_lines_is_bounded(job, settings):
     settings.TRAWL_JOB_LOG_LINE_CHARS = 1_000_000
-    with job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+    with job_log_capture(job_id=job.pk, attempt=1):
         logging.getLogger("shop").info("\n".join(["x"] * 50_001))
 
     (record,) = job_log_lines(job=job)
@@ -165,7 +165,7 @@ def test_a_log_stored_before_records_kept_their_lines_reads_as_before(job):
 
 def test_a_long_log_keeps_head_and_tail_with_a_marker(job, settings):
     settings.TRAWL_JOB_LOG_MAX_LINES = 10
-    sink = JobLogSink(job_id=job.pk, attempt=1)
+    sink = job_log_sink(job_id=job.pk, attempt=1)
     lines = [f"2026-11-23T09:00:{n:02d}.000Z INFO shop line {n}" for n in range(30)]
     for start in range(0, 30, 7):
         sink.write(lines[start : start + 7])
@@ -184,9 +184,9 @@ def test_a_long_log_keeps_head_and_tail_with_a_marker(job, settings):
 
 
 def test_shards_are_merged_by_time_and_attempts_kept_apart(job):
-    JobLogSink(job_id=job.pk, attempt=1, shard=0).write(["2026-11-23T09:00:01.000Z INFO a one"])
-    JobLogSink(job_id=job.pk, attempt=1, shard=1).write(["2026-11-23T09:00:00.500Z INFO b zero"])
-    JobLogSink(job_id=job.pk, attempt=2).write(["2026-11-23T10:00:00.000Z INFO a again"])
+    job_log_sink(job_id=job.pk, attempt=1, shard=0).write(["2026-11-23T09:00:01.000Z INFO a one"])
+    job_log_sink(job_id=job.pk, attempt=1, shard=1).write(["2026-11-23T09:00:00.500Z INFO b zero"])
+    job_log_sink(job_id=job.pk, attempt=2).write(["2026-11-23T10:00:00.000Z INFO a again"])
     job_log_store(job_id=job.pk, attempt=1, shard=1)
 
     assert [line.split()[-1] for line in job_log_lines(job=job, attempt=1)] == ["zero", "one"]
@@ -194,7 +194,7 @@ def test_shards_are_merged_by_time_and_attempts_kept_apart(job):
 
 
 def test_log_api_answers_text_with_tail_level_and_attempt(api, job):
-    JobLogSink(job_id=job.pk, attempt=1).write(
+    job_log_sink(job_id=job.pk, attempt=1).write(
         [
             "2026-11-23T09:00:00.000Z INFO scrapy.core.engine Spider opened",
             "2026-11-23T09:00:01.000Z WARNING shop no price",
@@ -222,14 +222,14 @@ def test_log_api_refuses_bad_parameters_by_name(api, job, param, value):
 
 
 def test_a_requester_cannot_read_another_requesters_log(job):
-    JobLogSink(job_id=job.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop secret"])
+    job_log_sink(job_id=job.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop secret"])
 
     assert client_for("mallory").get(f"/api/jobs/{job.pk}/log/").status_code == 404
     assert client_for("ops", admin=True).get(f"/api/jobs/{job.pk}/log/").status_code == 200
 
 
 def test_the_log_is_stored_even_when_the_attempt_raises(job):
-    with pytest.raises(RuntimeError), job_log_capture(job_id=job.pk, attempt=1, store=job_log_store):
+    with pytest.raises(RuntimeError), job_log_capture(job_id=job.pk, attempt=1):
         logging.getLogger("trawl.jobs").warning("about to break")
         raise RuntimeError("infrastructure fault")
 
@@ -243,7 +243,7 @@ def test_the_log_is_readable_as_soon_as_the_job_has_ended(job, settings):
     from crawls.services.lifecycle import job_end
 
     settings.TRAWL_JOB_LOG_FLUSH_SECONDS = 3600  # the flusher thread never writes during this test
-    with job_log_capture(job_id=job.pk, attempt=job.attempt, store=job_log_store):
+    with job_log_capture(job_id=job.pk, attempt=job.attempt):
         logging.getLogger("scrapy.core.engine").info("Spider opened")
         job_end(job=job)
         ended = CrawlJob.objects.get(pk=job.pk)

@@ -11,13 +11,12 @@ from django.utils import timezone
 
 from access.tenancy import system_tenant
 from callbacks.models import Delivery, DeliveryAttempt
-from crawls.joblog import job_log_lines, job_log_store
+from crawls.joblog import job_log_lines, job_log_sink, job_log_store
 from crawls.models import CrawlJob, JobLog, JobStatus
 from items.models import Item, ItemSighting
 from project.periodic import periodic_tasks_ensure
 from project.redis import get_redis, redis_key
 from registry.models import Scraper
-from runtime.bridge.joblog import JobLogSink
 from sources.models import Source
 
 pytestmark = pytest.mark.django_db
@@ -44,14 +43,14 @@ def world(builtins):
         tenant=system_tenant(), scraper=link, fingerprint="f1", data={"title": "x"}, content_hash="h", last_job=old
     )
     ItemSighting.objects.create(job=old, item=item, change="new")
-    JobLogSink(job_id=old.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop hello"])
+    job_log_sink(job_id=old.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop hello"])
     job_log_store(job_id=old.pk, attempt=1)
     delivery = Delivery.objects.create(
         event="job.completed", dedupe_key=f"job:{old.pk}", job=old, target_url="http://hooks.test/", payload={}
     )
     DeliveryAttempt.objects.create(delivery=delivery, number=1, started_at=timezone.now(), duration_ms=1)
     older = make_job(days_ago=50, source=source)
-    JobLogSink(job_id=older.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop left by a dead worker"])
+    job_log_sink(job_id=older.pk, attempt=1).write(["2026-11-23T09:00:00.000Z INFO shop left by a dead worker"])
     return {
         "old": old,
         "item": item,

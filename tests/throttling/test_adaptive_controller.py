@@ -10,9 +10,9 @@ from django.conf import settings
 from scrapy import Request
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.http import Response
-from scrapy.utils.test import get_crawler
 
 from project.redis import get_redis
+from tests.crawler import trawl_crawler
 from tests.throttling.adaptive_helpers import CONFIG, clean_keys, controller  # noqa: F401 (an autouse fixture)
 from tests.throttling.buckets_helpers import TEST_PREFIX, bench_buckets
 from throttling.adaptive import AdaptiveState
@@ -78,7 +78,7 @@ def test_domains_without_a_rule_adapt_per_the_defaults():
 
 def test_the_middleware_feeds_responses_and_timeouts_of_every_request():
     buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1)
-    crawler = get_crawler()
+    crawler = trawl_crawler()
     middleware = ThrottleMiddleware(
         buckets=buckets,
         redis_url=settings.REDIS_URL,
@@ -105,7 +105,7 @@ def test_the_middleware_feeds_responses_and_timeouts_of_every_request():
 
 def test_the_middleware_adds_a_hosts_responses_to_its_window_together():
     buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1)
-    crawler = get_crawler()
+    crawler = trawl_crawler()
     ctl = controller(buckets, min_requests=20)
     middleware = ThrottleMiddleware(
         buckets=buckets, redis_url=settings.REDIS_URL, egress="w", stats=crawler.stats, controller=ctl

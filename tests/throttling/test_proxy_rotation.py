@@ -12,8 +12,8 @@ from django.utils import timezone
 from scrapy import Request, Spider
 from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, Response
-from scrapy.utils.test import get_crawler
 
+from tests.crawler import trawl_crawler
 from throttling.models import Proxy
 from throttling.proxies import ProxyEntry, ProxyPool, ProxyRotationMiddleware
 
@@ -35,7 +35,7 @@ class FakeProxies:
 
 
 def proxy_middleware(fake: FakeProxies, *, config: dict | None = None, **settings) -> ProxyRotationMiddleware:
-    crawler = get_crawler(Spider, settings)
+    crawler = trawl_crawler(Spider, settings)
     middleware = ProxyRotationMiddleware.from_crawler(crawler)
     middleware.load, middleware.cool = fake.load, fake.cool
     spider = Spider(name="s")
@@ -161,7 +161,7 @@ def test_every_proxy_cooling_down_falls_back_to_the_one_rested_longest():
 
 def test_proxies_can_be_switched_off_per_version():
     with pytest.raises(NotConfigured):
-        ProxyRotationMiddleware.from_crawler(get_crawler(Spider, {"TRAWL_PROXY_ENABLED": False}))
+        ProxyRotationMiddleware.from_crawler(trawl_crawler(Spider, {"TRAWL_PROXY_ENABLED": False}))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -170,7 +170,7 @@ def test_proxies_and_cool_downs_live_in_the_database():
     Proxy.objects.create(url="http://p2:8080", egress_label="ip-2")
     Proxy.objects.create(url="http://p3:8080", egress_label="ip-3", enabled=False)
     Proxy.objects.create(url="http://p4:8080", egress_label="ip-4", group="other")
-    middleware = ProxyRotationMiddleware.from_crawler(get_crawler(Spider, {}))
+    middleware = ProxyRotationMiddleware.from_crawler(trawl_crawler(Spider, {}))
     asyncio.run(middleware.spider_opened(Spider(name="s")))
     request = through(middleware, Request("http://a.test/"))
 

@@ -9,9 +9,9 @@ from django.conf import settings
 from scrapy import Request
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.http import Response
-from scrapy.utils.test import get_crawler
 from twisted.internet.error import DNSLookupError
 
+from tests.crawler import trawl_crawler
 from tests.throttling.buckets_helpers import bench_buckets, flush_throttle_keys
 from throttling.adaptive import AdaptiveConfig
 from throttling.controller import AdaptiveController
@@ -32,7 +32,7 @@ def clean_keys():
 
 def middleware(*, adaptive: bool = True) -> tuple[PoliteRequeueMiddleware, object]:
     buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1, adaptive=adaptive)
-    crawler = get_crawler()
+    crawler = trawl_crawler()
     controller = AdaptiveController(buckets=buckets, config=CONFIG)
     return PoliteRequeueMiddleware(controller=controller, redis_url=settings.REDIS_URL, stats=crawler.stats), crawler
 

@@ -12,9 +12,9 @@ from django.test import override_settings
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
-from scrapy.utils.test import get_crawler
 
 from project.redis import get_redis
+from tests.crawler import trawl_crawler
 from throttling.buckets import GRANTED, WAIT, Limits
 from throttling.middlewares import ThrottleMiddleware
 from throttling.services import throttle_buckets, throttle_create, throttle_rules_load, throttle_update
@@ -108,7 +108,7 @@ def test_a_dead_holders_slots_come_back_when_its_lease_passes(rule):
 
 
 def crawler_middleware(**settings) -> tuple[ThrottleMiddleware, object]:
-    crawler = get_crawler(Spider, settings)
+    crawler = trawl_crawler(Spider, settings)
     return ThrottleMiddleware.from_crawler(crawler), crawler
 
 

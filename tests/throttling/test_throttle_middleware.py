@@ -12,9 +12,9 @@ from django.test import override_settings
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
-from scrapy.utils.test import get_crawler
 
 from project.redis import get_redis
+from tests.crawler import trawl_crawler
 from throttling.buckets import WAIT
 from throttling.middlewares import CrawlClosing, ThrottleMiddleware, egress_of
 from throttling.models import DomainThrottle
@@ -35,7 +35,7 @@ def rule(django_capture_on_commit_callbacks):
 
 
 def throttle_middleware(**settings) -> tuple[ThrottleMiddleware, dict]:
-    crawler = get_crawler(Spider, settings)
+    crawler = trawl_crawler(Spider, settings)
     return ThrottleMiddleware.from_crawler(crawler), crawler.stats
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from scrapy import Request, Spider
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.test import get_crawler
 
+from tests.crawler import trawl_crawler
 from throttling.middlewares import UserAgentRotationMiddleware
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
 
 
 def ua_middleware(settings: dict, options: dict | None = None) -> UserAgentRotationMiddleware:
-    middleware = UserAgentRotationMiddleware.from_crawler(get_crawler(Spider, settings))
+    middleware = UserAgentRotationMiddleware.from_crawler(trawl_crawler(Spider, settings))
     spider = Spider(name="s")
     spider.options = options or {}
     middleware.spider_opened(spider)

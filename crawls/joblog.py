@@ -18,8 +18,7 @@ from crawls.models import CrawlJob, JobLog
 from project.errors import TrawlError
 from project.redis import get_redis
 from runtime.bridge.joblog import CONTINUATION, JobLogLimits, JobLogSink, job_log_keys, job_log_shards_key
-from runtime.bridge.logcapture import JobLogCapture
-from runtime.bridge.logcapture import records_captured
+from runtime.bridge.logcapture import JobLogCapture, records_captured
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 MARKER_LOGGER = "trawl.joblog"
@@ -39,10 +38,9 @@ def job_log_sink(*, job_id: object, attempt: int, shard: int = 0) -> JobLogSink:
 @contextlib.contextmanager
 def job_log_capture(*, job_id: object, attempt: int, shard: int = 0, level: str = "INFO") -> Iterator[JobLogCapture]:
     """The process's log records, for the duration, into the attempt's log; stored in the database at the end."""
-    with _capture(
-        sink=job_log_sink(job_id=job_id, attempt=attempt, shard=shard), store=job_log_store, level=level
-    ) as c:
-        yield c
+    sink = job_log_sink(job_id=job_id, attempt=attempt, shard=shard)
+    with records_captured(sink=sink, store=job_log_store, level=level) as capture:
+        yield capture
 
 
 def records_of(lines: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ Every move is a compare-and-set from the state its caller saw (`transition`: UPD
 plus the attempt), so a redelivered message, a late worker, a second reaper or a racing cancel finds nothing to move.
 The database is the truth and the broker only transport: a job is published after the transaction that queued it
 commits, and a publish that fails leaves the job queued, where the reaper publishes it again (crawls.services.reaper).
-What follows a final state (source feedback, webhooks, counters, alerts, the batch's end) is crawls.services.followups.
+What follows a final state (source feedback, webhooks, counters, alerts, the batch's end) is crawls.services.after_end.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from access.models import Requester
 from crawls.fairshare import jobs_admit
 from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl, publish_crawls
-from crawls.services.followups import jobs_followups, source_feedback
+from crawls.services.after_end import jobs_followups, source_feedback
 from crawls.services.validation import JobSpecsInvalid, SpecChecker
 from project.redis import get_redis, hash_tag, redis_key
 from registry.models import Scraper

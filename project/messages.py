@@ -7,7 +7,10 @@ Tests that must not reach the broker replace `project.messages.send`.
 
 from __future__ import annotations
 
-from celery import current_app
+from collections.abc import Callable
+from typing import Any
+
+from celery import current_app, shared_task
 from celery.canvas import Signature
 from celery.result import AsyncResult
 from kombu.exceptions import OperationalError
@@ -15,6 +18,24 @@ from kombu.utils.uuid import uuid
 from redis import RedisError
 
 from project.brokers import PRIORITY_STEPS, step_broker_priority
+
+# Old task name -> the name its task is registered under now (`shared_task_aliased`).
+TASK_ALIASES: dict[str, str] = {}
+
+
+def shared_task_aliased(*, name: str, aliases: tuple[str, ...], **options: Any) -> Callable[[Callable], Any]:
+    """`shared_task(name=name, **options)` that also registers the function under each of `aliases`, with the same
+    options (queue, priority, time limits, acks, expiry): messages queued and beat schedules stored under a task's
+    older name still run. Returns the task registered under `name`."""
+
+    def register(function: Callable) -> Any:
+        for alias in aliases:
+            TASK_ALIASES[alias] = name
+            shared_task(name=alias, **options)(function)
+        return shared_task(name=name, **options)(function)
+
+    return register
+
 
 # What a send raises when the broker does not answer: kombu wraps the transport's errors in its OperationalError, but
 # not when a Redis publish batch's pipeline fails.

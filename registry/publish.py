@@ -9,7 +9,7 @@ from django.conf import settings
 
 from project import messages
 
-BUILD_PACKAGE = "registry.tasks.build_package"
+BUILD_PACKAGE = "crawls.tasks.build_package"  # registered by crawls, which runs the build
 logger = logging.getLogger("trawl.packages")
 
 PRUNE_PACKAGES = "trawl_packages_prune"  # a worker remote-control command (registry.tasks), not a task

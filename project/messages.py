@@ -17,7 +17,7 @@ from kombu.exceptions import OperationalError
 from kombu.utils.uuid import uuid
 from redis import RedisError
 
-from project.brokers import PRIORITY_STEPS, step_broker_priority
+from project.brokers import PRIORITY_MAX, PRIORITY_MIN, PRIORITY_STEPS, step_broker_priority
 
 # Old task name -> the name its task is registered under now (`shared_task_aliased`).
 TASK_ALIASES: dict[str, str] = {}
@@ -44,8 +44,8 @@ BROKER_AWAY = (OperationalError, RedisError, ConnectionError, TimeoutError)
 
 def priority_step(priority: int) -> int:
     """Map Trawl priority 1..100 (100 most urgent) onto priority steps 0..9 (0 most urgent), whatever the broker."""
-    clamped = min(max(int(priority), 1), 100)
-    return (PRIORITY_STEPS - 1) - round((clamped - 1) * (PRIORITY_STEPS - 1) / 99)
+    clamped = min(max(int(priority), PRIORITY_MIN), PRIORITY_MAX)
+    return (PRIORITY_STEPS - 1) - round((clamped - PRIORITY_MIN) * (PRIORITY_STEPS - 1) / (PRIORITY_MAX - PRIORITY_MIN))
 
 
 def broker_priority(priority: int) -> int:

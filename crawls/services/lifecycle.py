@@ -31,6 +31,7 @@ from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl, publish_crawls
 from crawls.services.after_end import jobs_followups, source_feedback
 from crawls.services.validation import JobSpecsInvalid, SpecChecker
+from project.brokers import PRIORITY_DEFAULT
 from project.redis import get_redis, hash_tag, redis_key
 from registry.models import Scraper
 from runtime.bridge.logcapture import job_log_flush
@@ -89,7 +90,7 @@ def _new_job(spec: dict[str, Any], scraper: Scraper, *, requester: Requester | N
         scraper=scraper,
         requested_version=spec.get("version") or "",
         requested_variant=spec.get("variant") or "",
-        priority=spec.get("priority", 50),
+        priority=spec.get("priority", PRIORITY_DEFAULT),
         callback_url=spec.get("callback_url") or "",
         options=spec.get("options") or {},
         parallelism=spec.get("parallelism", 1),

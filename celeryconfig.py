@@ -66,8 +66,8 @@ task_soft_time_limit, task_time_limit = celery_time_limits(env.JOB_TIMEOUT)
 worker_max_tasks_per_child = env.WORKER_MAX_TASKS_PER_CHILD
 worker_max_memory_per_child = env.WORKER_MAX_MEMORY_KB
 # A new pool process starts the reactor and imports Scrapy before it reports up (project/celery.py): seconds on a busy
-# machine. Celery's 4 s default killed every replacement there (the chaos soak on a loaded host: a pool process
-# SIGKILLed, then each new one killed in turn, "Timed out waiting for UP message"), leaving the worker without a pool.
+# machine. Under Celery's 4 s default a loaded host kills every replacement in turn ("Timed out waiting for UP
+# message" after a pool process is SIGKILLed), leaving the worker without a pool.
 worker_proc_alive_timeout = 60.0
 # On SIGTERM give running crawls a moment to finish before the warm shutdown requeues them.
 worker_soft_shutdown_timeout = 30.0

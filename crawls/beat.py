@@ -35,7 +35,7 @@ class LeaderScheduler(DatabaseScheduler):
             return min(super().tick(*args, **kwargs), settings.TRAWL_BEAT_LEASE_SECONDS / 3)
         except DatabaseError as exc:
             # The schedule is read from the database on every tick, and beat's service loop exits on any exception
-            # from tick(): a PostgreSQL restart killed beat (mixed chaos test). Wait it out instead.
+            # from tick(): a PostgreSQL restart would end beat. Wait it out instead.
             logger.warning("beat: database unavailable (%s); sending again once it answers", exc)
             self._database_lost()
             return min(self.max_interval, settings.TRAWL_BEAT_LEASE_SECONDS / 3)

@@ -26,6 +26,7 @@ from access.models import Requester
 from access.selectors import requester_shard_cap
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.timeouts import celery_time_limits, job_timeout
+from project.brokers import PRIORITY_MAX, PRIORITY_MIN
 from project.errors import TrawlError
 from project.messages import priority_step
 from project.redis import get_redis, redis_key
@@ -66,8 +67,8 @@ def active_shards(*, requester_id: int) -> int:
 
 
 def step_priorities(step: int) -> tuple[int, int]:
-    """The Trawl priorities (1..100) that share broker priority step `step`: the broker cannot tell them apart."""
-    inside = [priority for priority in range(1, 101) if priority_step(priority) == step]
+    """The Trawl priorities that share broker priority step `step`: the broker cannot tell them apart."""
+    inside = [priority for priority in range(PRIORITY_MIN, PRIORITY_MAX + 1) if priority_step(priority) == step]
     return min(inside), max(inside)
 
 

@@ -1,7 +1,7 @@
 """Where apps above crawls (ops, sources) hear of a crawl's and a job's end without crawls importing them.
 
 Crawls calls the hooks; each higher app subscribes its receivers in its AppConfig.ready(), so the import runs
-downward only (tests/test_layers.py). A receiver takes the job; crawls.services.followups runs each one guarded, so
+downward only (tests/test_layers.py). A receiver takes the job; crawls.services.after_end runs each one guarded, so
 one that fails never undoes the end nor skips the others.
 """
 

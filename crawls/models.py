@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from crawls.states import ACTIVE_STATUSES, FINAL_STATUSES, BatchStatus, ErrorClass, JobStatus  # noqa: F401
+from project.brokers import PRIORITY_DEFAULT
 from project.validators import PARALLELISM_VALIDATORS, PRIORITY_VALIDATORS
 
 
@@ -19,7 +20,7 @@ class Batch(models.Model):
         "access.Requester", null=True, blank=True, on_delete=models.SET_NULL, related_name="batches"
     )
     name = models.CharField(max_length=200, blank=True)
-    priority = models.PositiveSmallIntegerField(default=50, validators=PRIORITY_VALIDATORS)
+    priority = models.PositiveSmallIntegerField(default=PRIORITY_DEFAULT, validators=PRIORITY_VALIDATORS)
     callback_url = models.URLField(max_length=2000, blank=True)
     status = models.CharField(max_length=10, choices=BatchStatus.choices, default=BatchStatus.PENDING, db_index=True)
     total = models.PositiveIntegerField(default=0)
@@ -49,7 +50,7 @@ class CrawlJob(models.Model):
     requester = models.ForeignKey(
         "access.Requester", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
     )
-    priority = models.PositiveSmallIntegerField(default=50, validators=PRIORITY_VALIDATORS)
+    priority = models.PositiveSmallIntegerField(default=PRIORITY_DEFAULT, validators=PRIORITY_VALIDATORS)
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
     attempt = models.PositiveSmallIntegerField(default=1)
     # Shard tasks sharing the job's frontier (crawls.services.shards); 1 runs the crawl in one process.

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from crawls.models import Batch, CrawlJob, JobScreenshot
 from crawls.selectors import batch_totals
 from items.models import ItemSighting
+from project.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 from project.serializers import StrictSerializer, http_url
 from registry.models import Variant
 from runtime.inputs.checks import config_check
@@ -91,7 +92,7 @@ class JobCreateSerializer(StrictSerializer):
     scraper = serializers.SlugField(max_length=100, required=False, help_text="Defaults to the built-in `link`.")
     version = serializers.CharField(max_length=64, required=False)
     variant = serializers.ChoiceField(choices=Variant.choices, required=False)
-    priority = serializers.IntegerField(min_value=1, max_value=100, default=50)
+    priority = serializers.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT)
     callback_url = serializers.URLField(max_length=2000, required=False, validators=[http_url])
     options = JobOptionsSerializer(required=False)
     parallelism = serializers.IntegerField(
@@ -170,13 +171,13 @@ class JobItemSerializer(serializers.ModelSerializer):
 
 class BatchJobSpecSerializer(JobCreateSerializer):
     priority = serializers.IntegerField(
-        min_value=1, max_value=100, required=False, help_text="Defaults to the batch's priority."
+        min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, required=False, help_text="Defaults to the batch's priority."
     )
 
 
 class BatchCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    priority = serializers.IntegerField(min_value=1, max_value=100, default=50)
+    priority = serializers.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT)
     callback_url = serializers.URLField(
         max_length=2000, required=False, validators=[http_url], help_text="Receives one `batch.completed`."
     )

@@ -9,6 +9,7 @@ from celery import shared_task
 from crawls.services.batch_runs import batch_finalize, batch_launch, batches_sweep
 from crawls.services.execution import job_execute
 from crawls.services.reaper import jobs_reap
+from project.messages import shared_task_aliased
 
 
 # `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth. The result (Flower's
@@ -22,9 +23,10 @@ def run_crawl(self, job_id: str, attempt: int = 1, url: str = "", shard: int = 0
     return job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit, shard=shard)
 
 
-# On the crawls queue: the machine that builds it is one that runs its crawls (its first job starts warm there). Its
-# name is the registry's, which publishes it (registry.publish); it runs here because it needs crawls' child process.
-@shared_task(name="registry.tasks.build_package", acks_late=True)
+# On the crawls queue: the machine that builds it is one that runs its crawls (its first job starts warm there).
+# registry.publish sends it by name; it runs here because it needs crawls' child process. Also registered as
+# `registry.tasks.build_package`, so a build queued under that name still runs.
+@shared_task_aliased(name="crawls.tasks.build_package", aliases=("registry.tasks.build_package",), acks_late=True)
 def build_package(version_id: int) -> str:
     from crawls.services.package_build import version_package_build
 
@@ -44,7 +46,7 @@ def finalize_batch(batch_id: str) -> str:
     return batch.status if batch else "not finalized (already done or jobs still active)"
 
 
-# Housekeeping tasks (HOUSEKEEPING) send no task events: Flower's task list is for crawls, not the reaper every 15 s.
+# Housekeeping tasks send no task events: Flower's task list is for crawls, not the reaper every 15 s.
 @shared_task(name="crawls.tasks.sweep_batches", send_events=False)
 def sweep_batches() -> dict:
     return batches_sweep()

@@ -22,7 +22,7 @@ def job_alert_data(job: CrawlJob) -> dict[str, Any]:
 
 def job_alert_emit(*, job: CrawlJob) -> int:
     """Store the deliveries (deduplicated per job attempt and receiver); returns how many were new. A follow-up of
-    the job's end (crawls.services.followups), so it runs once the end is committed."""
+    the job's end (crawls.services.after_end), so it runs once the end is committed."""
     job = CrawlJob.objects.select_related("scraper", "version").get(pk=job.pk)
     data = job_alert_data(job)
     emitted = 0

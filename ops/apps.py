@@ -7,7 +7,7 @@ class OpsConfig(AppConfig):
 
     def ready(self) -> None:
         from crawls import hooks
-        from ops.followups import alert, counters
+        from ops.alerts_and_counters import alert, counters
 
         hooks.on_job_ended(alert)
         hooks.on_job_ended(counters)

@@ -1,2 +1,2 @@
-"""Ops keeps no model of its own: a job's stored log moved to crawls (crawls.models.JobLog, same table), which owns
-jobs and is below ops."""
+"""Ops keeps no model of its own: a job's stored log is crawls.models.JobLog (its table keeps the name `ops_joblog`),
+kept with the jobs by crawls, which is below ops."""

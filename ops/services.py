@@ -17,7 +17,7 @@ logger = logging.getLogger("trawl.jobs")
 
 
 def job_finished_record(*, job: CrawlJob) -> None:
-    """Log the job's finish line and add it to the counters (a follow-up of crawls.services.followups: the final state
+    """Log the job's finish line and add it to the counters (a follow-up of crawls.services.after_end: the final state
     is committed already). Never raises: a Redis hiccup may cost a counter, never a job's outcome."""
     domain = urlsplit(job.url).hostname or "-"
     version = job.version.version if job.version_id else None

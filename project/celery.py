@@ -30,8 +30,8 @@ worker_process = False
 def without_admin_autodiscovery(**_kwargs) -> None:
     # Sent as a worker (or beat) imports its task modules. Connected before the app exists, so it runs before Celery's
     # Django fixup, which sets Django up on the same signal. A worker serves no admin pages: importing every app's
-    # admin module (and behind them DRF serializers, rapidfuzz, PostgreSQL form fields) only made each crawl pool
-    # process heavier (bench/README.md, "A lighter worker"). The admin's models and permissions stay installed.
+    # admin module (and behind them DRF serializers, rapidfuzz, PostgreSQL form fields) would only make each crawl
+    # pool process heavier (measured in bench/README.md, issue 33). The admin's models and permissions stay installed.
     from django.apps import apps
     from django.conf import settings
 

@@ -7,14 +7,35 @@ Tests that must not reach the broker replace `project.messages.send`.
 
 from __future__ import annotations
 
-from celery import current_app
+from collections.abc import Callable
+from typing import Any
+
+from celery import current_app, shared_task
 from celery.canvas import Signature
 from celery.result import AsyncResult
 from kombu.exceptions import OperationalError
 from kombu.utils.uuid import uuid
 from redis import RedisError
 
-from project.brokers import PRIORITY_STEPS, step_broker_priority
+from project.brokers import PRIORITY_MAX, PRIORITY_MIN, PRIORITY_STEPS, step_broker_priority
+
+# Old task name -> the name its task is registered under now (`shared_task_aliased`).
+TASK_ALIASES: dict[str, str] = {}
+
+
+def shared_task_aliased(*, name: str, aliases: tuple[str, ...], **options: Any) -> Callable[[Callable], Any]:
+    """`shared_task(name=name, **options)` that also registers the function under each of `aliases`, with the same
+    options (queue, priority, time limits, acks, expiry): messages queued and beat schedules stored under a task's
+    older name still run. Returns the task registered under `name`."""
+
+    def register(function: Callable) -> Any:
+        for alias in aliases:
+            TASK_ALIASES[alias] = name
+            shared_task(name=alias, **options)(function)
+        return shared_task(name=name, **options)(function)
+
+    return register
+
 
 # What a send raises when the broker does not answer: kombu wraps the transport's errors in its OperationalError, but
 # not when a Redis publish batch's pipeline fails.
@@ -23,8 +44,8 @@ BROKER_AWAY = (OperationalError, RedisError, ConnectionError, TimeoutError)
 
 def priority_step(priority: int) -> int:
     """Map Trawl priority 1..100 (100 most urgent) onto priority steps 0..9 (0 most urgent), whatever the broker."""
-    clamped = min(max(int(priority), 1), 100)
-    return (PRIORITY_STEPS - 1) - round((clamped - 1) * (PRIORITY_STEPS - 1) / 99)
+    clamped = min(max(int(priority), PRIORITY_MIN), PRIORITY_MAX)
+    return (PRIORITY_STEPS - 1) - round((clamped - PRIORITY_MIN) * (PRIORITY_STEPS - 1) / (PRIORITY_MAX - PRIORITY_MIN))
 
 
 def broker_priority(priority: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 PERIODIC_TASKS = {
     # name: (task, every N seconds, or the name of the setting that says how many)
-    "dispatch-due-sources": ("crawls.tasks.dispatch_due_sources", 60),
+    "dispatch-due-sources": ("sources.tasks.dispatch_due_sources", 60),
     # Batches whose chord callback never came (lost worker, hard time limit) and launches that were lost.
     "sweep-batches": ("crawls.tasks.sweep_batches", 60),
     # Webhook deliveries whose task vanished (lost message, worker died while holding a retry).

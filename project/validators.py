@@ -1,10 +1,20 @@
-"""Validators shared by several apps' models."""
+"""Validators shared by several apps' models, and the priority check their services share."""
 
 from __future__ import annotations
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 
-# Trawl priority: 1 (least urgent) .. 100 (most urgent), mapped onto broker priority steps by crawls.publish.
-PRIORITY_VALIDATORS = [MinValueValidator(1), MaxValueValidator(100)]
+from project.brokers import PRIORITY_MAX, PRIORITY_MIN
+from project.errors import TrawlError
+
+PRIORITY_VALIDATORS = [MinValueValidator(PRIORITY_MIN), MaxValueValidator(PRIORITY_MAX)]
 # Shards of one crawl job (crawls.services.shards); TRAWL_MAX_PARALLELISM is the same bound.
 PARALLELISM_VALIDATORS = [MinValueValidator(1), MaxValueValidator(32)]
+
+
+def priority_check(priority: int) -> None:
+    """A service's check of a priority it was given: a TrawlError naming `priority` unless within Trawl's bounds."""
+    if not PRIORITY_MIN <= int(priority) <= PRIORITY_MAX:
+        raise TrawlError(
+            f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}", field="priority"
+        )

@@ -6,7 +6,9 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from project.brokers import PRIORITY_MIN
 from project.errors import TrawlError
+from project.validators import PRIORITY_VALIDATORS
 from registry.semver import is_semver
 from registry.spiders import spider_load
 
@@ -77,9 +79,7 @@ class ScraperVersion(models.Model):
     spider = models.CharField(max_length=255, help_text="Dotted path.")
     is_default = models.BooleanField(default=False)
     traffic_pct = models.PositiveSmallIntegerField(default=0, validators=[MinValueValidator(0), MaxValueValidator(100)])
-    min_priority = models.PositiveSmallIntegerField(
-        default=1, validators=[MinValueValidator(1), MaxValueValidator(100)]
-    )
+    min_priority = models.PositiveSmallIntegerField(default=PRIORITY_MIN, validators=PRIORITY_VALIDATORS)
     settings = models.JSONField(default=dict, blank=True, help_text="Scrapy settings overriding the scraper's.")
     created_at = models.DateTimeField(auto_now_add=True)
     deprecated_at = models.DateTimeField(null=True, blank=True, help_text="Deprecated versions never route.")

@@ -8,8 +8,9 @@ from celery import current_app, signature
 from django.conf import settings
 
 from project import messages
+from project.brokers import PRIORITY_MAX
 
-BUILD_PACKAGE = "registry.tasks.build_package"
+BUILD_PACKAGE = "crawls.tasks.build_package"  # registered by crawls, which runs the build
 logger = logging.getLogger("trawl.packages")
 
 PRUNE_PACKAGES = "trawl_packages_prune"  # a worker remote-control command (registry.tasks), not a task
@@ -20,7 +21,7 @@ def publish_package_build(*, version_id: int) -> None:
     first jobs). Its time limits cover pip's own (TRAWL_PACKAGE_BUILD_TIMEOUT) plus importing the spider."""
     soft = settings.TRAWL_PACKAGE_BUILD_TIMEOUT + 180
     messages.send(
-        signature(BUILD_PACKAGE, args=(version_id,), queue="crawls", priority=messages.broker_priority(100)),
+        signature(BUILD_PACKAGE, args=(version_id,), queue="crawls", priority=messages.broker_priority(PRIORITY_MAX)),
         soft_time_limit=soft,
         time_limit=soft + 60,
     )

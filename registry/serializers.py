@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from project.brokers import PRIORITY_MAX, PRIORITY_MIN
 from project.serializers import StrictSerializer
 from registry.models import Package, Scraper, ScraperVersion, Variant
 from registry.monitors import monitors_valid
@@ -25,7 +26,7 @@ class VersionCreateSerializer(StrictSerializer):
     spider = serializers.CharField(max_length=255, help_text="Dotted path to a scrapy.Spider subclass.")
     is_default = serializers.BooleanField(default=False, help_text="Takes over as the default.")
     traffic_pct = serializers.IntegerField(min_value=0, max_value=100, default=0, help_text="Share of unpinned jobs.")
-    min_priority = serializers.IntegerField(min_value=1, max_value=100, default=1)
+    min_priority = serializers.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_MIN)
     settings = serializers.DictField(
         required=False, default=dict, help_text="Scrapy settings overriding the scraper's.", validators=[monitors_valid]
     )

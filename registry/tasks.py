@@ -1,5 +1,5 @@
-"""The worker-wide command that prunes package environments. Building one (`registry.tasks.build_package`) starts a
-package's child process, so crawls.tasks runs it, under that name."""
+"""The worker-wide command that prunes package environments. Building one starts a package's child process, so
+crawls.tasks runs it (`crawls.tasks.build_package`)."""
 
 from __future__ import annotations
 

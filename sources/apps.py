@@ -7,7 +7,7 @@ class SourcesConfig(AppConfig):
 
     def ready(self) -> None:
         from crawls import hooks
-        from sources.followups import source_feedback
+        from sources.schedule_feedback import source_feedback
         from sources.services.children import source_crawl_extras
 
         hooks.on_crawl_finished(source_crawl_extras)

@@ -9,6 +9,7 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 from django.utils import timezone
 
+from project.brokers import PRIORITY_DEFAULT
 from project.validators import PRIORITY_VALIDATORS
 
 
@@ -36,7 +37,7 @@ class Source(models.Model):
     kind = models.CharField(max_length=10, choices=SourceKind.choices, default=SourceKind.LIST)
     strategy = models.CharField(max_length=10, choices=SourceStrategy.choices, default=SourceStrategy.DEEP)
     scraper = models.ForeignKey("registry.Scraper", on_delete=models.PROTECT, related_name="sources")
-    priority = models.PositiveSmallIntegerField(default=50, validators=PRIORITY_VALIDATORS)
+    priority = models.PositiveSmallIntegerField(default=PRIORITY_DEFAULT, validators=PRIORITY_VALIDATORS)
     refresh_interval = models.PositiveIntegerField(default=3600, help_text="Base seconds between crawls.")
     min_interval = models.PositiveIntegerField(default=600)
     max_interval = models.PositiveIntegerField(default=86400)

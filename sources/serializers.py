@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from project.brokers import PRIORITY_MAX, PRIORITY_MIN
 from project.serializers import StrictSerializer, http_url
 from registry.monitors import monitors_valid
 from sources.models import Source, SourceKind, SourceStrategy
@@ -20,7 +21,7 @@ class SourceInputSerializer(StrictSerializer):
     scraper = serializers.SlugField(
         max_length=100, required=False, help_text="Defaults to `sitemap` for a sitemap, else `link`."
     )
-    priority = serializers.IntegerField(min_value=1, max_value=100, required=False)
+    priority = serializers.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, required=False)
     refresh_interval = serializers.IntegerField(
         min_value=1, required=False, help_text="Base seconds between crawls; the interval then adapts within min..max."
     )

@@ -56,3 +56,38 @@ def test_a_signature_sent_through_a_producer_reaches_kombu_as_apply_async_sends_
     body, sent = direct[0]
     assert (list(body[0]), sent["priority"], sent["routing_key"]) == (["job-1", 2], 3, "probe")
     assert list(sent["headers"]["timelimit"]) == [90, 60] and sent["headers"]["argsrepr"] == "['job-1', 2]"
+
+
+# Names each task had before it was named after its module; sent still by beat rows and messages queued before.
+OLD_TASK_NAMES = {
+    "crawls.tasks.dispatch_due_sources": "sources.tasks.dispatch_due_sources",
+    "registry.tasks.build_package": "crawls.tasks.build_package",
+}
+SAME_OPTIONS = ("acks_late", "reject_on_worker_lost", "expires", "priority", "queue", "soft_time_limit", "time_limit")
+
+
+def trawl_tasks() -> dict:
+    current_app.loader.import_default_modules()
+    return {name: task for name, task in current_app.tasks.items() if not name.startswith(("celery.", "tests."))}
+
+
+def test_every_task_is_named_after_the_module_that_defines_it():
+    misnamed = {
+        name: task.__module__
+        for name, task in trawl_tasks().items()
+        if not name.startswith(f"{task.__module__}.") and name not in OLD_TASK_NAMES
+    }
+    assert misnamed == {}
+    assert messages.TASK_ALIASES == OLD_TASK_NAMES
+
+
+def test_a_message_sent_under_a_task_s_old_name_runs_the_same_function_routed_and_limited_alike():
+    tasks = trawl_tasks()
+    router = current_app.amqp.router
+    for old, new in OLD_TASK_NAMES.items():
+        alias, task = tasks[old], tasks[new]
+        assert alias.run is task.run
+        assert [getattr(alias, option, None) for option in SAME_OPTIONS] == [
+            getattr(task, option, None) for option in SAME_OPTIONS
+        ]
+        assert router.route({}, old) == router.route({}, new)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
@@ -63,3 +65,25 @@ def _fill_and_migrate_forward(old):
     assert Proxy.objects.get().egress_label == "ip-5"
     assert ContentType.objects.filter(app_label="sources", model="source").exists()
     assert not ContentType.objects.filter(app_label="crawls", model="source").exists()
+
+
+@pytest.mark.django_db
+def test_beat_s_stored_dispatch_schedule_is_renamed_to_the_task_s_own_name_and_back():
+    from django.apps import apps
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
+
+    renaming = importlib.import_module("sources.migrations.0003_dispatch_task_name")
+    every_minute, _ = IntervalSchedule.objects.get_or_create(every=60, period="seconds")
+    stored = PeriodicTask.objects.update_or_create(
+        name="dispatch-due-sources", defaults={"task": "crawls.tasks.dispatch_due_sources", "interval": every_minute}
+    )[0]
+    PeriodicTasks.objects.filter(ident=1).delete()
+
+    renaming.forward(apps, None)
+    stored.refresh_from_db()
+    assert stored.task == "sources.tasks.dispatch_due_sources"
+    assert PeriodicTasks.objects.filter(ident=1).exists(), "a running beat re-reads its schedule"
+
+    renaming.backward(apps, None)
+    stored.refresh_from_db()
+    assert stored.task == "crawls.tasks.dispatch_due_sources"

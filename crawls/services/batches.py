@@ -18,8 +18,10 @@ from crawls.publish import publish_batch_launch
 from crawls.services.batch_lifecycle import batch_open
 from crawls.services.lifecycle import jobs_create_many
 from crawls.services.validation import JobSpecsInvalid, validate_crawl_url
+from project.brokers import PRIORITY_DEFAULT
 from project.errors import TrawlError
 from project.net import target_check
+from project.validators import priority_check
 
 logger = logging.getLogger("trawl.batches")
 
@@ -41,7 +43,7 @@ def batch_create(
     jobs: list[dict[str, Any]],
     requester: Requester | None = None,
     name: str = "",
-    priority: int = 50,
+    priority: int = PRIORITY_DEFAULT,
     callback_url: str = "",
 ) -> Batch:
     """Check every job spec first (nothing is created if one is bad), store the batch and its jobs queued, and
@@ -50,8 +52,7 @@ def batch_create(
         raise TrawlError("a batch needs at least one job", field="jobs")
     if len(jobs) > settings.TRAWL_BATCH_MAX_JOBS:
         raise TrawlError(f"a batch holds at most {settings.TRAWL_BATCH_MAX_JOBS} jobs, got {len(jobs)}", field="jobs")
-    if not 1 <= int(priority) <= 100:
-        raise TrawlError(f"priority must be between 1 and 100, got {priority}", field="priority")
+    priority_check(priority)
     if callback_url:
         validate_crawl_url(callback_url, field="callback_url")
         target_check(callback_url, field="callback_url")

@@ -14,6 +14,7 @@ from crawls.fairshare import PICK_ATTEMPTS, fair_enabled, fair_pick, fair_served
 from crawls.models import CrawlJob
 from crawls.services.lifecycle import job_claim, jobs_create_many
 from crawls.services.validation import JobSpecsInvalid
+from project.brokers import PRIORITY_DEFAULT
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -24,7 +25,7 @@ def job_create(
     scraper: str = "",
     version: str = "",
     variant: str = "",
-    priority: int = 50,
+    priority: int = PRIORITY_DEFAULT,
     requester: Requester | None = None,
     callback_url: str = "",
     options: dict[str, Any] | None = None,

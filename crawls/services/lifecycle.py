@@ -9,7 +9,7 @@ Every move is a compare-and-set from the state its caller saw (`transition`: UPD
 plus the attempt), so a redelivered message, a late worker, a second reaper or a racing cancel finds nothing to move.
 The database is the truth and the broker only transport: a job is published after the transaction that queued it
 commits, and a publish that fails leaves the job queued, where the reaper publishes it again (crawls.services.reaper).
-What follows a final state (source feedback, webhooks, counters, alerts, the batch's end) is crawls.services.followups.
+What follows a final state (source feedback, webhooks, counters, alerts, the batch's end) is crawls.services.after_end.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from access.models import Requester
 from crawls.fairshare import jobs_admit
 from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl, publish_crawls
-from crawls.services.followups import jobs_followups, source_feedback
+from crawls.services.after_end import jobs_followups, source_feedback
 from crawls.services.validation import JobSpecsInvalid, SpecChecker
+from project.brokers import PRIORITY_DEFAULT
 from project.redis import get_redis, hash_tag, redis_key
 from registry.models import Scraper
 from runtime.bridge.logcapture import job_log_flush
@@ -89,7 +90,7 @@ def _new_job(spec: dict[str, Any], scraper: Scraper, *, requester: Requester | N
         scraper=scraper,
         requested_version=spec.get("version") or "",
         requested_variant=spec.get("variant") or "",
-        priority=spec.get("priority", 50),
+        priority=spec.get("priority", PRIORITY_DEFAULT),
         callback_url=spec.get("callback_url") or "",
         options=spec.get("options") or {},
         parallelism=spec.get("parallelism", 1),

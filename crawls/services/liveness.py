@@ -44,9 +44,8 @@ FLUSH_BUDGET_SECONDS = 0.3  # per tick, so heartbeats and cancel checks still ha
 
 def database_reconnect() -> None:
     """Drop this thread's database connection after an error, so the next query opens a new one. Django never
-    reopens a broken connection outside a request: after a PostgreSQL restart every later tick of a crawl failed with
-    "the connection is lost" until the patience ran out, and the requeue that followed failed the same way (mixed
-    chaos soak)."""
+    reopens a broken connection outside a request: after a PostgreSQL restart every later tick of a crawl would fail
+    with "the connection is lost" until the patience ran out, and the requeue that followed would fail the same way."""
     with suppress(*DATABASE_UNAVAILABLE):
         connection.close()
 
@@ -142,7 +141,7 @@ class HeartbeatThread(threading.Thread):
                 except DatabaseError as exc:  # a locked or restarting database: beat again next time
                     logger.warning("job %s: heartbeat not written (%s); trying again", self.job_id, exc)
                     # On a new connection: Django never reopens a broken one outside a request, so after a database
-                    # restart every later beat failed with "the connection is closed" (mixed chaos test).
+                    # restart every later beat would fail with "the connection is closed".
                     with suppress(DatabaseError):
                         connection.close()
         finally:

@@ -2,7 +2,7 @@
 
 `job_monitors` gives the merged TRAWL_MONITORS the crawl's watchdogs read; `job_outcome_monitored` turns a watchdog's
 stop into the job's error class, puts the breaches in the verdict (the job's end stores them and sends its `job.alert`
-webhooks: crawls.services.lifecycle and followups) and fails it for monitors marked `fail: true`.
+webhooks: crawls.services.lifecycle and after_end) and fails it for monitors marked `fail: true`.
 """
 
 from __future__ import annotations

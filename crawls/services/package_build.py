@@ -1,7 +1,7 @@
 """On a crawl worker: build an uploaded version's environment and check its spider there, then record the verdict.
 
 Worker-only (it starts the package's child process, runtime.packaged.children); the web publishes
-`registry.tasks.build_package` by name (registry.publish), and crawls.tasks runs it under that name.
+`crawls.tasks.build_package` by name (registry.publish), and crawls.tasks runs it.
 """
 
 from __future__ import annotations

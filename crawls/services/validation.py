@@ -11,8 +11,10 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from access.models import Requester
+from project.brokers import PRIORITY_DEFAULT
 from project.errors import TrawlError
 from project.net import target_check
+from project.validators import priority_check
 from registry.models import Scraper, ScraperVersion, Variant
 from runtime.inputs.checks import options_check
 from runtime.inputs.patterns import PatternError
@@ -87,9 +89,7 @@ class SpecChecker:
         if callback_url := spec.get("callback_url") or "":
             validate_crawl_url(callback_url, field="callback_url")
             target_check(callback_url, field="callback_url")
-        priority = spec.get("priority", 50)
-        if not 1 <= int(priority) <= 100:
-            raise TrawlError(f"priority must be between 1 and 100, got {priority}", field="priority")
+        priority_check(spec.get("priority", PRIORITY_DEFAULT))
         parallelism, limit = spec.get("parallelism", 1), settings.TRAWL_MAX_PARALLELISM
         if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= limit:
             message = f"parallelism must be an integer between 1 and {limit}, got {parallelism!r}"

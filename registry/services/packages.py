@@ -17,6 +17,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import transaction
 
+from project.brokers import PRIORITY_MIN
 from registry import hooks
 from registry.cache import registry_changed
 from registry.errors import RegistryError
@@ -39,7 +40,7 @@ def version_upload(
     variant: str = Variant.STABLE,
     is_default: bool = False,
     traffic_pct: int = 0,
-    min_priority: int = 1,
+    min_priority: int = PRIORITY_MIN,
     settings: dict[str, Any] | None = None,
 ) -> ScraperVersion:
     """Register a version whose code is an uploaded wheel. It routes once a worker built it (`package_status`)."""

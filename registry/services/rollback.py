@@ -1,6 +1,6 @@
 """Automatic rollback: a canary or beta that fails far more often than stable loses its traffic.
 
-Checked after every job of a version with traffic ends (a follow-up of the end: `crawls.services.followups`). The
+Checked after every job of a version with traffic ends (a follow-up of the end: `crawls.services.after_end`). The
 version is judged on the jobs that ended since its current rollout began (`rollout_started_at`), once there are at
 least TRAWL_ROLLBACK_MIN_JOBS of them; stable on its jobs over the same span (or, if it ran none, its last
 max(TRAWL_ROLLBACK_MIN_JOBS, candidate jobs)). Both knobs may be overridden per scraper in its settings.

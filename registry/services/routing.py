@@ -5,13 +5,19 @@ from __future__ import annotations
 import copy
 import random
 
+from project.brokers import PRIORITY_DEFAULT
 from project.errors import TrawlError
 from registry.models import PackageStatus, Scraper, ScraperVersion
 from registry.selectors import versions_active
 
 
 def version_route(
-    *, scraper: Scraper, version: str = "", variant: str = "", priority: int = 50, rng: random.Random | None = None
+    *,
+    scraper: Scraper,
+    version: str = "",
+    variant: str = "",
+    priority: int = PRIORITY_DEFAULT,
+    rng: random.Random | None = None,
 ) -> ScraperVersion:
     """Exact version if asked; else the latest of the asked variant; else weighted by traffic; else the default.
 
@@ -30,7 +36,7 @@ def route_pick(
     scraper: str,
     version: str = "",
     variant: str = "",
-    priority: int = 50,
+    priority: int = PRIORITY_DEFAULT,
     rng: random.Random | None = None,
 ) -> ScraperVersion:
     """The routing rule itself, over active versions sorted newest first. Pure: no I/O.

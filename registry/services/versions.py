@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from project.brokers import PRIORITY_MIN
 from project.errors import TrawlError
 from registry.cache import registry_changed
 from registry.errors import RegistryError
@@ -46,7 +47,7 @@ def version_create(
     variant: str = Variant.STABLE,
     is_default: bool = False,
     traffic_pct: int = 0,
-    min_priority: int = 1,
+    min_priority: int = PRIORITY_MIN,
     settings: dict[str, Any] | None = None,
     package: Package | None = None,
 ) -> ScraperVersion:

@@ -61,8 +61,8 @@ def sources_dispatch_due(*, now: datetime | None = None, limit: int | None = Non
 def _busy(now: datetime) -> list[int] | QuerySet:
     """The due sources whose last job is still queued or running, read once per pass: a source booked by the pass
     leaves the due range, so no source can turn busy and still be due during it (a crawl-now books its source too).
-    Their ids, or when there are very many, the query itself. (A NOT EXISTS in every chunk's SELECT was planned, on
-    the row counts PostgreSQL had before the pass, as a scan of every active job per due source: quadratic in a pass
+    Their ids, or when there are very many, the query itself. (A NOT EXISTS in every chunk's SELECT is planned, on
+    the row counts PostgreSQL has before the pass, as a scan of every active job per due source: quadratic in a pass
     that creates 100,000 jobs.)"""
     active = CrawlJob.objects.filter(status__in=ACTIVE_STATUSES, source__enabled=True, source__next_sync_at__lte=now)
     ids = active.order_by().values_list("source_id", flat=True).distinct()

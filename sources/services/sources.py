@@ -19,6 +19,7 @@ from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.services.jobs import job_create
 from crawls.services.validation import validate_crawl_url
 from project.errors import TrawlError
+from project.validators import priority_check
 from registry.models import Scraper
 from runtime.inputs.checks import config_check
 from runtime.inputs.patterns import PatternError
@@ -71,8 +72,7 @@ def source_check(source: Source) -> None:
         raise TrawlError(f"kind must be one of {', '.join(SourceKind.values)}", field="kind")
     if source.strategy not in SourceStrategy.values:
         raise TrawlError(f"strategy must be one of {', '.join(SourceStrategy.values)}", field="strategy")
-    if not 1 <= source.priority <= 100:
-        raise TrawlError(f"priority must be between 1 and 100, got {source.priority}", field="priority")
+    priority_check(source.priority)
     _check_schedule(source)
     if not isinstance(source.config, dict):
         raise TrawlError("config must be a JSON object", field="config")

@@ -12,7 +12,7 @@ from callbacks.models import Delivery
 from crawls import hooks
 from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import FINALIZE_BATCH
-from crawls.services import followups, job_cancel, job_claim
+from crawls.services import after_end, job_cancel, job_claim
 from crawls.services.batch_runs import batch_jobs_end_lost
 from crawls.services.cancelling import batch_cancel
 from crawls.services.lifecycle import job_end
@@ -22,7 +22,7 @@ from sources.models import Source
 
 pytestmark = pytest.mark.django_db
 # crawls' own follow-ups, then those ops subscribed to crawls.hooks (alerts, counters)
-FOLLOWUPS = [followup.__name__ for followup in (*followups.JOB_FOLLOWUPS, *hooks.JOB_ENDED)]
+FOLLOWUPS = [followup.__name__ for followup in (*after_end.JOB_FOLLOWUPS, *hooks.JOB_ENDED)]
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def followups_seen(monkeypatch):
         run.__name__ = followup.__name__
         return run
 
-    monkeypatch.setattr(followups, "JOB_FOLLOWUPS", tuple(watched(followup) for followup in followups.JOB_FOLLOWUPS))
+    monkeypatch.setattr(after_end, "JOB_FOLLOWUPS", tuple(watched(followup) for followup in after_end.JOB_FOLLOWUPS))
     monkeypatch.setattr(hooks, "JOB_ENDED", [watched(followup) for followup in hooks.JOB_ENDED])
     return seen
 
@@ -159,7 +159,7 @@ def test_a_failing_source_feedback_leaves_the_job_ended_and_the_follow_ups_run(
         Source.objects.filter(pk=job.source_id).update(schedule_note="half-written")
         raise RuntimeError("feedback bug")
 
-    monkeypatch.setattr("sources.followups.source_job_feedback", broken)
+    monkeypatch.setattr("sources.schedule_feedback.source_job_feedback", broken)
     with TestCase.captureOnCommitCallbacks(execute=True):
         job, expected = worker_succeeds(requester)
 

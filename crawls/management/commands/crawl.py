@@ -17,6 +17,7 @@ from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.progress import progress_read
 from crawls.serializers import JobCreateSerializer
 from crawls.services import job_create
+from project.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 from project.errors import TrawlError
 from project.serializers import errors_flat
 
@@ -52,7 +53,12 @@ class Command(BaseCommand):
         parser.add_argument("--scraper", default="", help=f"default: {settings.TRAWL_DEFAULT_SCRAPER}")
         parser.add_argument("--version", dest="scraper_version", default="", help="exact scraper version to run")
         parser.add_argument("--variant", default="", help="stable, beta or canary")
-        parser.add_argument("--priority", type=int, default=50, help="1..100 (default 50)")
+        parser.add_argument(
+            "--priority",
+            type=int,
+            default=PRIORITY_DEFAULT,
+            help=f"{PRIORITY_MIN}..{PRIORITY_MAX} (default {PRIORITY_DEFAULT})",
+        )
         parser.add_argument("--options", default="{}", help="JSON crawl options, e.g. '{\"maxdepth\": 2}'")
         parser.add_argument("--requester", default="", help="name of the requester the job belongs to")
         parser.add_argument("--wait", action="store_true", help="watch the job until it ends")

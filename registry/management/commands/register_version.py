@@ -4,6 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from project.brokers import PRIORITY_MIN
 from project.errors import TrawlError
 from registry.models import Scraper, Variant
 from registry.services import scraper_create, version_create
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--variant", choices=Variant.values, default=Variant.STABLE)
         parser.add_argument("--default", action="store_true", help="route here when nothing else matches")
         parser.add_argument("--traffic", type=int, default=0, help="share of unpinned jobs, 0..100")
-        parser.add_argument("--min-priority", type=int, default=1)
+        parser.add_argument("--min-priority", type=int, default=PRIORITY_MIN)
         parser.add_argument(
             "--scrapy-settings", default="{}", help='Scrapy settings as JSON, e.g. {"DOWNLOAD_DELAY": 1}'
         )

@@ -6,7 +6,7 @@ from kombu import Exchange, Queue
 
 from crawls.timeouts import celery_time_limits
 from project import env
-from project.brokers import PRIORITY_STEPS, step_broker_priority
+from project.messaging.brokers import PRIORITY_STEPS, step_broker_priority
 
 # By default Redis (REDIS_URL) is transport, result store and Trawl's state: one service to run, and results for
 # chords live next to the queue. CELERY_BROKER_URL / CELERY_RESULT_BACKEND move either elsewhere (docs/brokers.md).
@@ -39,9 +39,9 @@ task_routes = {
     "callbacks.tasks.*": {"queue": CALLBACK_QUEUE},
 }
 
-# Ten priority steps (0 = most urgent on Redis, 9 on RabbitMQ: project.brokers) so job priority 1..100 maps onto
-# distinct sub-queues. These options are the Redis transport's; RabbitMQ ignores them (its consumer_timeout plays the
-# visibility timeout's part and is set on the server: docs/brokers.md).
+# Ten priority steps (0 = most urgent on Redis, 9 on RabbitMQ: project.messaging.brokers) so job priority 1..100 maps
+# onto distinct sub-queues. These options are the Redis transport's; RabbitMQ ignores them (its consumer_timeout plays
+# the visibility timeout's part and is set on the server: docs/brokers.md).
 broker_transport_options = {
     "priority_steps": list(range(PRIORITY_STEPS)),
     "sep": ":",

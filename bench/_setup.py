@@ -158,7 +158,7 @@ def bench_site(tmp: Path, stack: contextlib.ExitStack, *, redis_url: str, pages:
     the bench Redis (started if absent), the migrated database, an unthrottled rule for the site. Returns the start
     URL; what it started stops with `stack`."""
     use_bench_environment(tmp, redis_url)
-    from project.redis_server import redis_start_if_absent
+    from project.redis.server import redis_start_if_absent
 
     start_path = write_link_site(tmp / "site", pages=pages)
     url = stack.enter_context(served(tmp / "site")) + start_path

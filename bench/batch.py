@@ -189,7 +189,7 @@ def run_one_by_one(base: str, token: str, urls: list[dict], timeout: float) -> d
 
 
 def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> dict:
-    from project.redis_server import redis_start_if_absent
+    from project.redis.server import redis_start_if_absent
 
     write_link_site(tmp / "site", pages=args.jobs)
     site = stack.enter_context(served(tmp / "site"))

@@ -228,7 +228,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(sources=args.sources, due=int(args.due), rounds=args.rounds)))
         return
-    from project.redis_server import redis_start_if_absent
+    from project.redis.server import redis_start_if_absent
 
     redis = redis_start_if_absent(REDIS_URL)
     try:

@@ -196,7 +196,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from project.redis_server import redis_start_if_absent
+    from project.redis.server import redis_start_if_absent
 
     server = redis_start_if_absent(url, log_path=os.path.join(tempfile.gettempdir(), "bench-redis.log"))
     crawl = None

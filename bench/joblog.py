@@ -43,7 +43,7 @@ def log_records(handler: logging.Handler, records: int) -> float:
 def captured(records: int) -> float:
     from django.conf import settings
 
-    from crawls.joblog import job_log_forget, job_log_sink
+    from crawls.logs.joblog import job_log_forget, job_log_sink
     from runtime.bridge.logcapture import JobLogCapture
 
     job_id = f"bench-{uuid.uuid4().hex[:8]}"
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/10"))
     args = parser.parse_args()
     exit_on_sigterm()
-    from project.redis_server import redis_start_if_absent
+    from project.redis.server import redis_start_if_absent
 
     server = redis_start_if_absent(args.redis_url, log_path=os.path.join(tempfile.gettempdir(), "bench-redis.log"))
     os.environ.update({"REDIS_URL": args.redis_url, "DJANGO_SETTINGS_MODULE": "project.settings"})

@@ -125,7 +125,7 @@ def cold_machine_first_job(worker, url: str, timeout: float, tmp: Path, stack: c
 def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> dict:
     use_bench_environment(tmp, args.redis_url)
     package_environment(tmp)
-    from project.redis_server import redis_start_if_absent
+    from project.redis.server import redis_start_if_absent
 
     start_path = write_link_site(tmp / "site", pages=args.pages)
     url = stack.enter_context(served(tmp / "site")) + start_path

@@ -1,9 +1,9 @@
 """Redis load of crawling: N simulated crawl processes, each on its own connection, make the Redis calls Trawl's crawl
 code makes — per page: the throttle's token take (throttling/buckets.py) and one frontier commit that queues the
 page's links, writes its item ahead, takes the page out of flight and takes the next request (runtime/frontier/);
-per tick (a second): the cancel poll (crawls/cancel.py), the progress write (crawls/progress.py), the job log's
-write (runtime/bridge/joblog.py), the frontier's `stored` for the items the tick flushed, and the lease renewal (every
-lease/3 s, here every tick: an upper bound). Calls go through those modules' Python API, not copies of their Lua.
+per tick (a second): the cancel poll (crawls/live/cancel.py), the progress write (crawls/live/progress.py), the job
+log's write (runtime/bridge/joblog.py), the frontier's `stored` for the items the tick flushed, and the lease renewal
+(every lease/3 s, here every tick: an upper bound). Calls go through those modules' Python API, not copies of their Lua.
 
 Measured on a private redis-server (a free port, nobody else's commands in its counters): Redis calls per page
 (INFO commandstats), Redis CPU per page (used_cpu_sys + used_cpu_user), hence the pages/s one primary carries at
@@ -37,9 +37,9 @@ def free_port() -> int:
 
 def crawl_process(*, stop: threading.Event, pages_per_second: float, links: int, pages: list[int]) -> None:
     """One crawl's Redis calls until `stop`, at `pages_per_second` (each thread takes its own pooled connection)."""
-    from crawls.cancel import cancel_requested
-    from crawls.joblog import job_log_sink
-    from crawls.progress import progress_store
+    from crawls.live.cancel import cancel_requested
+    from crawls.live.progress import progress_store
+    from crawls.logs.joblog import job_log_sink
     from crawls.services.shards import job_frontier
     from project.redis import get_redis
     from throttling.services import throttle_buckets
@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--links", type=int, default=5, help="links each page queues")
     args = parser.parse_args()
-    from project.redis_server import redis_start_if_absent
+    from project.redis.server import redis_start_if_absent
 
     url = f"redis://127.0.0.1:{free_port()}/0"
     server = redis_start_if_absent(url)

@@ -39,7 +39,7 @@ from _common import exit_on_sigterm  # also puts the repository on sys.path
 from _throttle_cost import HOST, PREFIX, WIDTH, buckets_with, controller_cost, cost, slots_cost
 
 from project.redis import redis_client
-from project.redis_server import redis_start_if_absent
+from project.redis.server import redis_start_if_absent
 from throttling.buckets import GRANTED, Limits, TokenBuckets
 
 TAKE_PING_GOAL = 0.70  # issue #33: a two-bucket take costs at most 1/0.70 of a PING round trip

@@ -1,10 +1,10 @@
-"""The callbacks app's one message: deliver a webhook (sent by name through project.messages)."""
+"""The callbacks app's one message: deliver a webhook (sent by name through project.messaging.messages)."""
 
 from __future__ import annotations
 
 from celery import signature
 
-from project import messages
+from project.messaging import messages
 
 DELIVER = "callbacks.tasks.deliver"
 

@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from crawls.log_apis import LOG_PARAMETERS, LOG_RENDERERS, LOG_RESPONSES, job_log_response
+from crawls.logs.apis import LOG_PARAMETERS, LOG_RENDERERS, LOG_RESPONSES, job_log_response
 from crawls.runs import JobDetailSerializer
 from crawls.selectors import (
     batch_visible,

@@ -6,7 +6,8 @@ class CrawlsConfig(AppConfig):
     verbose_name = "Crawls"
 
     def ready(self) -> None:
-        from crawls import version_facts, worker_signals
+        from crawls import version_facts
+        from crawls.worker import signals as worker_signals
         from registry.hooks import provide_job_facts
 
         worker_signals.connect()

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django_celery_beat.schedulers import DatabaseScheduler
 
-from project.lease import Lease
+from project.redis.lease import Lease
 
 logger = logging.getLogger("trawl.beat")
 

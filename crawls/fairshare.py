@@ -26,9 +26,9 @@ from access.models import Requester
 from access.selectors import requester_shard_cap
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.timeouts import celery_time_limits, job_timeout
-from project.brokers import PRIORITY_MAX, PRIORITY_MIN
 from project.errors import TrawlError
-from project.messages import priority_step
+from project.messaging.brokers import PRIORITY_MAX, PRIORITY_MIN
+from project.messaging.messages import priority_step
 from project.redis import get_redis, redis_key
 
 logger = logging.getLogger("trawl.fairshare")

@@ -8,7 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from crawls.states import ACTIVE_STATUSES, FINAL_STATUSES, BatchStatus, ErrorClass, JobStatus  # noqa: F401
-from project.brokers import PRIORITY_DEFAULT
+from project.messaging.brokers import PRIORITY_DEFAULT
 from project.validators import PARALLELISM_VALIDATORS, PRIORITY_VALIDATORS
 
 
@@ -110,7 +110,8 @@ class JobScreenshot(models.Model):
 
 
 class JobLog(models.Model):
-    """The stored log of one job attempt (and shard), moved here from Redis when the attempt ends (crawls/joblog.py).
+    """The stored log of one job attempt (and shard), moved here from Redis when the attempt ends
+    (crawls/logs/joblog.py).
 
     Its table keeps the name it had when the model lived in ops (`ops_joblog`): the move changed no row."""
 

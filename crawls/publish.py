@@ -1,4 +1,5 @@
-"""Crawls' messages: crawls, shards, batch launches and chords, batch finalization (sent through project.messages).
+"""Crawls' messages: crawls, shards, batch launches and chords, batch finalization (sent through
+project.messaging.messages).
 
 Tasks are sent by name, so services never import task modules (which import the crawl executor, crochet and
 Scrapy): a web process that creates a job publishes it without loading any of that. Every crawl message carries its
@@ -16,8 +17,8 @@ from celery.result import AsyncResult, denied_join_result
 
 from crawls.models import Batch, CrawlJob
 from crawls.timeouts import celery_time_limits, job_timeout
-from project import messages
-from project.messages import BROKER_AWAY, broker_priority
+from project.messaging import messages
+from project.messaging.messages import BROKER_AWAY, broker_priority
 
 logger = logging.getLogger("trawl.publish")
 PUBLISH_BATCH_SIZE = 1000  # broker commands per pipeline when publishing many (a message and its task-sent event: 2)

@@ -9,8 +9,8 @@ from rest_framework import serializers
 from crawls.models import Batch, CrawlJob, JobScreenshot
 from crawls.selectors import batch_totals
 from items.models import ItemSighting
-from project.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
-from project.serializers import StrictSerializer, http_url
+from project.messaging.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
+from project.web.serializers import StrictSerializer, http_url
 from registry.models import Variant
 from runtime.inputs.checks import config_check
 from runtime.inputs.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile

@@ -9,7 +9,7 @@ from celery import shared_task
 from crawls.services.batch_runs import batch_finalize, batch_launch, batches_sweep
 from crawls.services.execution import job_execute
 from crawls.services.reaper import jobs_reap
-from project.messages import shared_task_aliased
+from project.messaging.messages import shared_task_aliased
 
 
 # `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth. The result (Flower's

@@ -18,8 +18,8 @@ import time
 import redis
 from django.conf import settings
 
-from project.brokers import AMQP, broker_transport
 from project.celery import app
+from project.messaging.brokers import AMQP, broker_transport
 from project.redis import get_redis, stats_key
 
 

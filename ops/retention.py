@@ -17,7 +17,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from callbacks.models import Delivery
-from crawls.joblog import job_log_forget
+from crawls.logs.joblog import job_log_forget
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobLog
 from items.models import ItemSighting
 

@@ -1,5 +1,5 @@
 """The Celery app. Workers import this; what a worker does for crawls as it starts and stops is connected by
-crawls itself (crawls/worker_signals.py, from its AppConfig), so this module imports no app."""
+crawls itself (crawls/worker/signals.py, from its AppConfig), so this module imports no app."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from celery import Celery
 from celery.signals import beat_init, import_modules
 
-from project.broker_patches import kombu_redis_patch
+from project.messaging.broker_patches import kombu_redis_patch
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 # Celery's Django fixup runs Django's system checks as a worker starts; their URL check imports the whole URLconf

@@ -117,7 +117,7 @@ def main() -> int:
     bin_dir = str(Path(sys.executable).parent)
     os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
-    from project.redis_server import redis_start_if_absent
+    from project.redis.server import redis_start_if_absent
 
     # Crawl frontiers live in Redis: its append-only file under var/redis/ keeps them across restarts.
     redis = redis_start_if_absent(env.REDIS_URL, log_path=str(VAR / "redis.log"), data_dir=str(VAR / "redis"))

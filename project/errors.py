@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
-from project.unavailable import RETRY_AFTER_SECONDS, is_outage, unavailable_body
+from project.web.unavailable import RETRY_AFTER_SECONDS, is_outage, unavailable_body
 
 API_PREFIX = "/api/"
 NO_CREDENTIALS = (
@@ -44,7 +44,7 @@ def api_exception_handler(exc, context):
 
     if isinstance(exc, TrawlError):
         return Response(exc.as_dict(), status=exc.status_code)
-    if is_outage(exc):  # Trawl's Redis or database away: 503 with the reason (project/unavailable.py)
+    if is_outage(exc):  # Trawl's Redis or database away: 503 with the reason (project/web/unavailable.py)
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         return Response(unavailable_body(exc), status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
     if isinstance(exc, exceptions.UnsupportedMediaType):

@@ -44,7 +44,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # DRF's JSON parser reads the stream itself, past Django's DATA_UPLOAD_MAX_MEMORY_SIZE check: 413 first.
-    "project.limits.BodySizeLimitMiddleware",
+    "project.web.limits.BodySizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every 404 under /api/ is JSON, even Django's DEBUG page for a URL no view matches (a malformed job id).
     "project.errors.ApiNotFoundMiddleware",
@@ -55,7 +55,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Trawl's Redis away: a 503 with the reason for the admin's views too (DRF's handler covers the API).
-    "project.unavailable.RedisUnavailableMiddleware",
+    "project.web.unavailable.RedisUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -122,7 +122,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["access.authentication.RequesterTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["access.permissions.IsRequester"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "project.pagination.BoundedLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "project.web.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "project.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -149,7 +149,7 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = env.REDIS_URL
 # The Celery broker and result store (CELERY_BROKER_URL, CELERY_RESULT_BACKEND) are celeryconfig's alone, read from
 # project.env; not Django settings, so their credentials never reach what copies settings (a packaged crawl's child).
-# Namespaces Trawl's Redis keys (project.installation); empty: derived from the database.
+# Namespaces Trawl's Redis keys (project.redis.installation); empty: derived from the database.
 TRAWL_INSTALLATION_ID = env.INSTALLATION_ID
 CELERY_BEAT_SCHEDULER = "crawls.beat:LeaderScheduler"
 

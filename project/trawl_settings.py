@@ -4,7 +4,7 @@ reads in one sitting. Values that differ between machines come from project.env.
 from __future__ import annotations
 
 from project import env
-from project.dns_servers import parse_servers
+from project.net.dns_servers import parse_servers
 
 # --- Trawl ---------------------------------------------------------------------------------------
 # Trawl's own Redis or database away during a crawl: the crawl waits and retries this long, then the job is requeued.

@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from project.health import healthz
-from project.root import api_root, landing
+from project.web.health import healthz
+from project.web.root import api_root, landing
 
 handler404 = "project.errors.not_found"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 
-from project.brokers import PRIORITY_MAX, PRIORITY_MIN
 from project.errors import TrawlError
+from project.messaging.brokers import PRIORITY_MAX, PRIORITY_MIN
 
 PRIORITY_VALIDATORS = [MinValueValidator(PRIORITY_MIN), MaxValueValidator(PRIORITY_MAX)]
 # Shards of one crawl job (crawls.services.shards); TRAWL_MAX_PARALLELISM is the same bound.

@@ -6,8 +6,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from project.brokers import PRIORITY_MIN
 from project.errors import TrawlError
+from project.messaging.brokers import PRIORITY_MIN
 from project.validators import PRIORITY_VALIDATORS
 from registry.semver import is_semver
 from registry.spiders import spider_load

@@ -1,4 +1,5 @@
-"""The registry's messages: build a version's package environment, prune unused ones (through project.messages)."""
+"""The registry's messages: build a version's package environment, prune unused ones (through
+project.messaging.messages)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import logging
 from celery import current_app, signature
 from django.conf import settings
 
-from project import messages
-from project.brokers import PRIORITY_MAX
+from project.messaging import messages
+from project.messaging.brokers import PRIORITY_MAX
 
 BUILD_PACKAGE = "crawls.tasks.build_package"  # registered by crawls, which runs the build
 logger = logging.getLogger("trawl.packages")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from project.brokers import PRIORITY_MAX, PRIORITY_MIN
-from project.serializers import StrictSerializer
+from project.messaging.brokers import PRIORITY_MAX, PRIORITY_MIN
+from project.web.serializers import StrictSerializer
 from registry.models import Package, Scraper, ScraperVersion, Variant
 from registry.monitors import monitors_valid
 from registry.selectors import versions_of

@@ -9,7 +9,7 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 from django.utils import timezone
 
-from project.brokers import PRIORITY_DEFAULT
+from project.messaging.brokers import PRIORITY_DEFAULT
 from project.validators import PRIORITY_VALIDATORS
 
 

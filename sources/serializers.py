@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from project.brokers import PRIORITY_MAX, PRIORITY_MIN
-from project.serializers import StrictSerializer, http_url
+from project.messaging.brokers import PRIORITY_MAX, PRIORITY_MIN
+from project.web.serializers import StrictSerializer, http_url
 from registry.monitors import monitors_valid
 from sources.models import Source, SourceKind, SourceStrategy
 

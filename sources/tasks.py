@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from project.messages import shared_task_aliased
+from project.messaging.messages import shared_task_aliased
 from sources.services.dispatch import sources_dispatch_due
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from project.redis_server import redis_start_if_absent
+from project.redis.server import redis_start_if_absent
 from tests.parallel import UnitScheduling, units_order
 from tests.sites import LocalSite, write_catalogue
 from tests.workers import Worker
@@ -180,7 +180,8 @@ class SentTasks(list):
 
 @pytest.fixture
 def sent_tasks(monkeypatch) -> SentTasks:
-    """Everything a publish module would send, recorded (project.messages.send is the one point that reaches Celery)."""
+    """Everything a publish module would send, recorded (project.messaging.messages.send is the one point that reaches
+    Celery)."""
     sent = SentTasks()
-    monkeypatch.setattr("project.messages.send", sent.record)
+    monkeypatch.setattr("project.messaging.messages.send", sent.record)
     return sent

@@ -1,5 +1,5 @@
 """kombu's Redis transport closing a channel after its connection let go of the client: a connection error that
-Celery recovers from, not an AttributeError that ends the worker (project/broker_patches.py)."""
+Celery recovers from, not an AttributeError that ends the worker (project/messaging/broker_patches.py)."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ import pytest
 from kombu import Connection
 
 import celeryconfig
-from project.brokers import broker_transport, step_broker_priority
 from project.celery import app
-from project.messages import broker_priority, priority_step
+from project.messaging.brokers import broker_transport, step_broker_priority
+from project.messaging.messages import broker_priority, priority_step
 
 REDIS = "redis://127.0.0.1:6379/0"
 AMQP = "amqp://guest:guest@127.0.0.1:5672/trawl"

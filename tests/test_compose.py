@@ -281,7 +281,7 @@ def test_rabbitmq_runs_only_in_its_profile_and_app_services_may_wait_for_it(serv
 
 
 def test_the_broker_is_redis_unless_celery_broker_url_is_set(services):
-    from project.brokers import broker_transport
+    from project.messaging.brokers import broker_transport
 
     rabbit = services["rabbitmq"]["environment"]
     for name in APP_SERVICES:

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from project.installation import installation_forget, installation_id
 from project.redis import get_redis, installation_keys_clear, redis_key
+from project.redis.installation import installation_forget, installation_id
 from tests.clients import client_for
 
 pytestmark = pytest.mark.django_db

@@ -129,12 +129,12 @@ def test_the_runtime_check_sees_every_form(tmp_path):
     (tmp_path / "m.py").write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from registry.models import Package\n"
-        "def f():\n    from throttling import services\n    import crawls.joblog\n"
+        "def f():\n    from throttling import services\n    import crawls.logs.joblog\n"
         "from throttling.proxies import ProxyEntry\nfrom runtime.spec import CrawlSpec\n"
         "importlib.import_module('items.tasks')\n"
     )
     found = [where.split(" ", 1)[1] for where in runtime_ties(tmp_path)]
-    assert sorted(found) == ["crawls.joblog", "items.tasks", "registry.models", "throttling.services"]
+    assert sorted(found) == ["crawls.logs.joblog", "items.tasks", "registry.models", "throttling.services"]
 
 
 def test_the_reader_sees_lazy_and_dynamic_imports():

@@ -1,12 +1,13 @@
-"""project.messages.send: given a producer, a plain task signature goes the direct way (the message built once and
-handed to kombu, as a dispatch pass publishes thousands); what reaches kombu is what Celery's own apply_async sends."""
+"""project.messaging.messages.send: given a producer, a plain task signature goes the direct way (the message built once
+and handed to kombu, as a dispatch pass publishes thousands); what reaches kombu is what Celery's own apply_async
+sends."""
 
 from __future__ import annotations
 
 from celery import current_app, signature
 from celery.result import denied_join_result
 
-from project import messages
+from project.messaging import messages
 
 
 def published_by(send_one) -> list[tuple[tuple, dict]]:

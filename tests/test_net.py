@@ -1,10 +1,9 @@
-"""project/net.py: which addresses are public, the allow-list, and one resolution through the configured servers."""
+"""project/net/: which addresses are public, the allow-list, and one resolution through the configured servers."""
 
 from __future__ import annotations
 
 import pytest
 
-from project.dns_servers import parse_servers
 from project.errors import TrawlError
 from project.net import (
     address_allowed,
@@ -16,6 +15,7 @@ from project.net import (
     resolve_checked,
     target_check,
 )
+from project.net.dns_servers import parse_servers
 from tests.security.nameserver import NameServer
 
 # Teredo: server 93.184.216.34, client 127.0.0.1 stored obfuscated (every bit flipped: 80ff:fffe).

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from redis.crc import key_slot
 
-from crawls.joblog import job_log_sink, job_log_store
+from crawls.logs.joblog import job_log_sink, job_log_store
 from crawls.services.shards import job_frontier
 from project.redis import get_redis, hash_tag, redis_client, redis_key
 from runtime.frontier import binary_redis, frontier_delete

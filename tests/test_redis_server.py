@@ -6,7 +6,7 @@ import socket
 
 import redis
 
-from project.redis_server import redis_start_if_absent
+from project.redis.server import redis_start_if_absent
 
 
 def free_url() -> str:

@@ -1,5 +1,5 @@
 """Trawl's Redis away: the web keeps answering what needs only the database, and answers 503 with the reason where
-Redis is needed — never a 500 (project/unavailable.py). Its database away: every API endpoint answers 503 too."""
+Redis is needed — never a 500 (project/web/unavailable.py). Its database away: every API endpoint answers 503 too."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def redis_gone(settings, tmp_path):
 def test_while_redis_is_away_database_endpoints_answer_and_the_others_say_503(
     api, admin_api, builtins, redis_gone, monkeypatch
 ):
-    monkeypatch.setattr("project.messages.send", lambda *args, **kwargs: None)
+    monkeypatch.setattr("project.messaging.messages.send", lambda *args, **kwargs: None)
     job_id = api.post("/api/jobs/", {"url": "http://127.0.0.1:9/x"}, format="json").json()["id"]
     redis_gone.stop()
 
@@ -85,7 +85,7 @@ def test_while_the_database_is_away_the_api_says_503_not_500(api, database_gone)
 def test_a_redis_cluster_without_a_primary_for_some_slots_counts_as_redis_away_and_a_cross_slot_bug_does_not():
     import redis.exceptions
 
-    from project.unavailable import unavailable_dependency
+    from project.web.unavailable import unavailable_dependency
 
     assert unavailable_dependency(redis.exceptions.ClusterDownError("CLUSTERDOWN The cluster is down")) == "redis"
     assert unavailable_dependency(redis.exceptions.ResponseError("CROSSSLOT Keys don't hash to the same slot")) is None
@@ -98,7 +98,7 @@ def test_a_redis_cluster_that_no_node_answers_at_first_connection_counts_as_redi
     import redis.exceptions
     from redis.cluster import RedisCluster
 
-    from project.unavailable import unavailable_dependency
+    from project.web.unavailable import unavailable_dependency
 
     with socket.socket() as probe:  # a loopback port nothing listens on
         probe.bind(("127.0.0.1", 0))

@@ -16,7 +16,7 @@ from twisted.internet.error import TimeoutError as TxTimeoutError
 from twisted.web._newclient import ResponseNeverReceived
 
 from project.redis import REDIS_SETTING
-from project.unavailable import unavailable_dependency
+from project.web.unavailable import unavailable_dependency
 
 PAUSE_STATUSES = (429, 503)
 # Exceptions that say the site is overloaded, for the adaptive controller; DNS errors and refusals say nothing of it.

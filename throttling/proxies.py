@@ -15,7 +15,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
-from project.unavailable import unavailable_dependency
+from project.web.unavailable import unavailable_dependency
 
 logger = logging.getLogger("trawl.throttle")
 

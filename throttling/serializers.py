@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from project.errors import TrawlError
-from project.serializers import StrictSerializer
+from project.web.serializers import StrictSerializer
 from throttling.models import DomainThrottle
 from throttling.services import domain_normalize, throttle_effective
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from crawls.cancel import cancel_requested_batch
+from crawls.live.cancel import cancel_requested_batch
 from crawls.models import ACTIVE_STATUSES, FINAL_STATUSES, Batch, BatchStatus, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_batch_chord, publish_batch_launch
 from crawls.services.batch_lifecycle import batch_end, batch_launched

@@ -18,8 +18,8 @@ from crawls.publish import publish_batch_launch
 from crawls.services.batch_lifecycle import batch_open
 from crawls.services.lifecycle import jobs_create_many
 from crawls.services.validation import JobSpecsInvalid, validate_crawl_url
-from project.brokers import PRIORITY_DEFAULT
 from project.errors import TrawlError
+from project.messaging.brokers import PRIORITY_DEFAULT
 from project.net import target_check
 from project.validators import priority_check
 

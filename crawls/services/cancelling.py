@@ -1,5 +1,5 @@
 """Cancelling a job or a batch: the one path the API and the admin (the page's button and the list's action) take.
-Cancel is cooperative: a Redis flag per job (and per batch, crawls/cancel.py) that a running crawl reads
+Cancel is cooperative: a Redis flag per job (and per batch, crawls/live/cancel.py) that a running crawl reads
 every tick; what has not started ends `cancelled` at once. The status changes are crawls.services.lifecycle's (a
 job's) and crawls.services.batch_lifecycle's (a batch's)."""
 
@@ -10,7 +10,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from crawls.cancel import cancel_request, cancel_request_batch
+from crawls.live.cancel import cancel_request, cancel_request_batch
 from crawls.models import ACTIVE_STATUSES, Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_batch_finalize
 from crawls.services.batch_lifecycle import batch_cancelled

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from crawls import hooks
-from crawls.cancel import cancel_requested
-from crawls.joblog import job_log_capture
+from crawls.live.cancel import cancel_requested
+from crawls.logs.joblog import job_log_capture
 from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.services.crawl_spec import crawl_spec_build
 from crawls.services.ingestion import ItemIngest
@@ -27,8 +27,8 @@ from crawls.services.liveness import DATABASE_UNAVAILABLE, CrawlTick, database_r
 from crawls.services.monitoring import job_monitors, job_outcome_monitored
 from crawls.services.screenshots import job_screenshots_store
 from crawls.services.shards import Shard
-from crawls.shutdown import crawling
 from crawls.timeouts import job_timeout
+from crawls.worker.shutdown import crawling
 from project.errors import InfrastructureUnavailable, TrawlError
 from registry.services import version_route
 from registry.services.packages import packages_unused

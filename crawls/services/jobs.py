@@ -14,7 +14,7 @@ from crawls.fairshare import PICK_ATTEMPTS, fair_enabled, fair_pick, fair_served
 from crawls.models import CrawlJob
 from crawls.services.lifecycle import job_claim, jobs_create_many
 from crawls.services.validation import JobSpecsInvalid
-from project.brokers import PRIORITY_DEFAULT
+from project.messaging.brokers import PRIORITY_DEFAULT
 
 logger = logging.getLogger("trawl.jobs")
 

@@ -31,7 +31,7 @@ from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl, publish_crawls
 from crawls.services.after_end import jobs_followups, source_feedback
 from crawls.services.validation import JobSpecsInvalid, SpecChecker
-from project.brokers import PRIORITY_DEFAULT
+from project.messaging.brokers import PRIORITY_DEFAULT
 from project.redis import get_redis, hash_tag, redis_key
 from registry.models import Scraper
 from runtime.bridge.logcapture import job_log_flush

@@ -25,12 +25,12 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from django.utils import timezone
 
-from crawls.cancel import cancel_requested
+from crawls.live.cancel import cancel_requested
+from crawls.live.progress import PROGRESS_SECONDS, progress_store
 from crawls.models import CrawlJob, JobStatus
-from crawls.progress import PROGRESS_SECONDS, progress_store
 from crawls.services.ingestion import ItemIngest
 from crawls.services.shards import Shard
-from crawls.shutdown import shutdown_requested
+from crawls.worker.shutdown import shutdown_requested
 from runtime.bridge.outcome import job_stats
 from runtime.bridge.runner import CrawlSession, live_stats
 from runtime.frontier import FrontierLost

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from access.models import Requester
-from project.brokers import PRIORITY_DEFAULT
 from project.errors import TrawlError
+from project.messaging.brokers import PRIORITY_DEFAULT
 from project.net import target_check
 from project.validators import priority_check
 from registry.models import Scraper, ScraperVersion, Variant

@@ -17,7 +17,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import transaction
 
-from project.brokers import PRIORITY_MIN
+from project.messaging.brokers import PRIORITY_MIN
 from registry import hooks
 from registry.cache import registry_changed
 from registry.errors import RegistryError

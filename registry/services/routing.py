@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 import random
 
-from project.brokers import PRIORITY_DEFAULT
 from project.errors import TrawlError
+from project.messaging.brokers import PRIORITY_DEFAULT
 from registry.models import PackageStatus, Scraper, ScraperVersion
 from registry.selectors import versions_active
 

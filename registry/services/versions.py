@@ -17,8 +17,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from project.brokers import PRIORITY_MIN
 from project.errors import TrawlError
+from project.messaging.brokers import PRIORITY_MIN
 from registry.cache import registry_changed
 from registry.errors import RegistryError
 from registry.models import Package, PackageStatus, Scraper, ScraperVersion, Variant

@@ -2,7 +2,7 @@
 
 Each record is one line (`2026-11-23T09:00:00.123Z INFO scrapy.core.engine Spider opened`; a multi-line record's
 further lines continue it). The sink keeps the first half of TRAWL_JOB_LOG_MAX_LINES records and the last half and
-counts them all; the keys expire after TRAWL_JOB_LOG_TTL_SECONDS. crawls.joblog reads them and stores a finished
+counts them all; the keys expire after TRAWL_JOB_LOG_TTL_SECONDS. crawls.logs.joblog reads them and stores a finished
 attempt's log in the database.
 """
 

@@ -27,8 +27,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IHostnameResolver, IReactorPluggableNameResolver, IResolutionReceiver
 from zope.interface import implementer
 
-from project.dns_servers import parse_servers
 from project.net import Resolution, parse_address, parse_networks, resolve_checked
+from project.net.dns_servers import parse_servers
 
 logger = logging.getLogger(__name__)
 

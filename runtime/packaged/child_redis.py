@@ -26,8 +26,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 
-from project.installation import installation_id
 from project.redis import get_redis, hash_tag, redis_key
+from project.redis.installation import installation_id
 
 logger = logging.getLogger("trawl.packages")
 # Applied in order after `reset` (which denies everything): the child's data commands, then the exceptions.

@@ -15,9 +15,9 @@ from typing import Any
 from django.conf import settings
 from scrapy.settings import Settings
 
-from project.installation import installation_id
 from project.net import guard_enabled
 from project.redis import REDIS_SETTING, redis_key
+from project.redis.installation import installation_id
 from runtime.guard.schemes import GATE, GATE_ORDER, SCHEMES_SETTING, allowed_schemes, download_handlers
 from runtime.packaged.children import ChildPool
 from runtime.settings.enforced import COMPONENTS_SETTING, ENFORCED, GUARD, GUARD_ORDER

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.services.lifecycle import jobs_create_many
-from project.lease import Lease
+from project.redis.lease import Lease
 from sources.models import Source
 from sources.windows import source_window
 

@@ -84,7 +84,7 @@ def test_the_sweeper_delivers_an_event_whose_task_vanished(requester, callbacks_
     settings.TRAWL_WEBHOOK_SWEEP_GRACE_SECONDS = 5
     with Receiver() as receiver:
         # Stored, but its task never reached the broker (say Redis was down at that moment).
-        monkeypatch.setattr("project.messages.send", lambda work, **options: None)
+        monkeypatch.setattr("project.messaging.messages.send", lambda work, **options: None)
         delivery = emit(requester, receiver.url, "job:vanished")
         monkeypatch.undo()
         Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=1))

@@ -21,7 +21,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-from project.redis_server import redis_start_if_absent
+from project.redis.server import redis_start_if_absent
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 

@@ -12,7 +12,7 @@ Fixed: the soak twice (seeds 30 and 7) ended a wide crawl `succeeded` 10-117 pag
 frontier: PostgreSQL was in crash recovery while the throttle reloaded its rules from the database (every 15 s), the
 OperationalError failed those downloads like a site's error and the frontier counted them done, never fetched. The
 throttle now waits the database out, and a download failed by Trawl's own Redis or database stays in flight while the
-crawl stops to be requeued (runtime/watch/outages.py; the focused regression test is tests/crawls/test_outages.py).
+crawl stops to be requeued (runtime/watch/outages.py; the focused regression test is tests/runtime/test_outages.py).
 
 At the end: every job is final; no job succeeded without every page of its site fetched and stored as an item; no
 item is stored twice; the batch's `batch.completed` arrived once; the web, both workers and beat are running (the

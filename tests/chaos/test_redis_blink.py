@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from project.redis_server import redis_start_if_absent
+from project.redis.server import redis_start_if_absent
 from tests.callbacks.harness import Beat
 from tests.chaos.harness import write_wide_site
 from tests.e2e.faults_stack import Cluster, PrivateRedis, PrivateWorker, reaper_every
@@ -60,7 +60,7 @@ def test_redis_restarted_under_a_fast_crawl_leaves_every_process_up_and_loses_no
         with app.connection_for_write(redis.url) as connection:
             return work.apply_async(connection=connection, **options)
 
-    monkeypatch.setattr("project.messages.send", publish_to_private_redis)
+    monkeypatch.setattr("project.messaging.messages.send", publish_to_private_redis)
     reaper_every(1)
     ops = PrivateWorker(queues="control,callbacks", concurrency=1, broker_url=redis.url, log_dir=tmp_path)
     crawler = PrivateWorker(queues="crawls", concurrency=2, broker_url=redis.url, log_dir=tmp_path)

@@ -1,5 +1,5 @@
-"""tests/crawls/test_frontier_lost.py again, with Trawl's state on a 3-master Redis Cluster:
+"""tests/runtime/test_frontier_lost.py again, with Trawl's state on a 3-master Redis Cluster:
 the frontier's scripts (loss, the end)."""
 
-from tests.crawls.test_frontier_lost import *  # noqa: F403 - every test of that module, run here on the cluster
 from tests.redis_cluster import on_redis_cluster  # noqa: F401 - autouse: REDIS_URL is the cluster's
+from tests.runtime.test_frontier_lost import *  # noqa: F403 - every test of that module, run here on the cluster

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from redis.crc import key_slot
 
-from crawls.cancel import cancel_request
+from crawls.live.cancel import cancel_request
 from project.redis import get_redis, installation_keys_clear, on_cluster, redis_key
 from tests.redis_cluster import on_redis_cluster
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from crawls.cancel import cancel_requested, cancel_requested_batch
+from crawls.live.cancel import cancel_requested, cancel_requested_batch
 from crawls.models import Batch, CrawlJob
 from tests.clients import client_for
 

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from crawls.models import CrawlJob
-from project.serializers import errors_flat
+from project.web.serializers import errors_flat
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from access.models import Requester
 from crawls.fairshare import step_priorities
 from crawls.models import CrawlJob, JobStatus
 from crawls.services.jobs import job_claim_fair, job_create
-from project.messages import broker_priority
+from project.messaging.messages import broker_priority
 from project.redis import get_redis, redis_key
 from tests.clients import client_for
 

@@ -133,7 +133,7 @@ def test_a_shard_leaving_to_the_last_one_has_written_its_whole_log_before_its_fi
     """The last shard ends the job once every shard's final numbers are in: by then the others' logs are readable."""
     import logging
 
-    from crawls.joblog import job_log_capture, job_log_lines
+    from crawls.logs.joblog import job_log_capture, job_log_lines
     from crawls.services.execution import shard_leave
 
     settings.TRAWL_JOB_LOG_FLUSH_SECONDS = 3600  # only an explicit flush writes the log during this test

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from crawls.models import CrawlJob
-from project.redis_server import redis_start_if_absent
+from project.redis.server import redis_start_if_absent
 from tests.callbacks.harness import FAST_ENV, Beat
 from tests.workers import Worker
 

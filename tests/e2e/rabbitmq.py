@@ -19,8 +19,8 @@ import kombu.pools
 import pytest
 from django.conf import settings
 
-from project.brokers import step_broker_priority
 from project.celery import app
+from project.messaging.brokers import step_broker_priority
 
 HOST, PORT = "127.0.0.1", 5672
 # Each module deletes and recreates the vhost: one per Redis database, as every test run (and each pytest-xdist

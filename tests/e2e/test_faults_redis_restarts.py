@@ -67,7 +67,7 @@ def test_redis_restarted_empty_mid_batch_every_job_still_ends_and_the_batch_comp
         with app.connection_for_write(private_redis.url) as connection:
             return work.apply_async(connection=connection, **options)
 
-    monkeypatch.setattr("project.messages.send", publish_to_private_redis)
+    monkeypatch.setattr("project.messaging.messages.send", publish_to_private_redis)
     ops = PrivateWorker(queues="control,callbacks", concurrency=1, broker_url=private_redis.url, log_dir=tmp_path)
     crawlers = PrivateWorker(queues="crawls", concurrency=2, broker_url=private_redis.url, log_dir=tmp_path)
     beat = Beat(log_dir=tmp_path, env=env)
@@ -124,7 +124,7 @@ def test_redis_restarted_empty_with_production_timings_blames_no_site_and_comple
         with app.connection_for_write(private_redis.url) as connection:
             return work.apply_async(connection=connection, **options)
 
-    monkeypatch.setattr("project.messages.send", publish_to_private_redis)
+    monkeypatch.setattr("project.messaging.messages.send", publish_to_private_redis)
     # Production thresholds: queued grace 900 s, stale after 3 heartbeats + 15 s, batch backstop 900 s.
     worker_env = {**env, "TRAWL_WEBHOOK_BACKOFF_SECONDS": "1", "TRAWL_WEBHOOK_BACKOFF_MAX_SECONDS": "5"}
     ops = PrivateWorker(queues="control,callbacks", concurrency=1, broker_url=private_redis.url, log_dir=tmp_path)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from crawls.joblog import records_of
+from crawls.logs.joblog import records_of
 from tests.callbacks.harness import running_alone
 from tests.security.conftest import ALLOWED, MODES
 from tests.security.hostile_site import HostileSite, page, submit, wait_final

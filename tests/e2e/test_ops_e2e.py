@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from callbacks.models import Delivery
 from callbacks.signing import signature_verify
-from crawls.joblog import job_log_forget
+from crawls.logs.joblog import job_log_forget
 from crawls.models import CrawlJob, JobLog
 from items.models import Item
 from project.redis import get_redis, redis_key

@@ -13,7 +13,7 @@ import pytest
 from crawls.models import CrawlJob
 from crawls.publish import RUN_CRAWL
 from project.celery import app
-from project.messages import broker_priority
+from project.messaging.messages import broker_priority
 from tests.callbacks.harness import running_alone
 from tests.e2e.rabbitmq import VHOST, on_rabbitmq, purge, rabbitmqctl
 from tests.e2e.test_crawl_jobs import test_rest_job_succeeds_with_expected_items, test_running_job_can_be_cancelled

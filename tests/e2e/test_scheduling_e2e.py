@@ -28,7 +28,7 @@ from demo.seed import PRODUCT_FIELDS, demo_scraper_ensure
 from demo.serve import DemoServer
 from items.models import Item
 from project.celery import app
-from project.redis_server import redis_start_if_absent
+from project.redis.server import redis_start_if_absent
 from registry.models import Scraper
 from sources.models import Source
 from sources.services.sources import source_crawl_now, source_create, sources_dispatch_due

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from crawls.joblog import job_log_capture, job_log_forget, job_log_sink
+from crawls.logs.joblog import job_log_capture, job_log_forget, job_log_sink
 from crawls.models import CrawlJob, JobStatus
 from registry.models import Scraper
 from sources.models import Source

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from crawls.joblog import job_log_capture, job_log_forget, job_log_lines, job_log_sink, job_log_store
+from crawls.logs.joblog import job_log_capture, job_log_forget, job_log_lines, job_log_sink, job_log_store
 from crawls.models import CrawlJob, JobLog, JobStatus
 from registry.models import Scraper
 from runtime.bridge.joblog import MAX_RECORD_LINES

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from access.tenancy import system_tenant
 from callbacks.models import Delivery, DeliveryAttempt
-from crawls.joblog import job_log_lines, job_log_sink, job_log_store
+from crawls.logs.joblog import job_log_lines, job_log_sink, job_log_store
 from crawls.models import CrawlJob, JobLog, JobStatus
 from items.models import Item, ItemSighting
 from project.periodic import periodic_tasks_ensure

@@ -170,7 +170,7 @@ def test_rollback_sends_a_signed_scraper_rolled_back_webhook(
     from callbacks import services as callbacks
 
     published = []
-    monkeypatch.setattr("project.messages.send", lambda work, **options: published.append(work))
+    monkeypatch.setattr("project.messaging.messages.send", lambda work, **options: published.append(work))
     ops, _ = token_issue(requester_name="ops", admin=True)
     with Receiver() as receiver:
         policy.TRAWL_ROLLBACK_WEBHOOK_URL = f"{receiver.url}/rollbacks"

@@ -13,8 +13,8 @@ from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
 import celeryconfig
-from project.brokers import PRIORITY_STEPS
-from project.messages import broker_priority
+from project.messaging.brokers import PRIORITY_STEPS
+from project.messaging.messages import broker_priority
 from sources.scheduling import (
     JobOutcome,
     Window,

@@ -12,7 +12,7 @@ from django.utils import timezone
 from crawls.models import CrawlJob, JobStatus
 from crawls.publish import RUN_CRAWL
 from project.errors import TrawlError
-from project.lease import Lease
+from project.redis.lease import Lease
 from sources.models import Source
 from sources.services.sources import DISPATCH_LEASE, source_crawl_now, sources_dispatch_due
 from tests.sources.sources_helpers import dispatch, free_lease, link, make_source

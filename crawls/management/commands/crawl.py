@@ -11,15 +11,15 @@ from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 
 from access.models import Requester
-from crawls.joblog import job_log_new_lines
+from crawls.live.progress import progress_read
+from crawls.logs.joblog import job_log_new_lines
 from crawls.management.progress_line import progress_display, progress_line, version_label
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
-from crawls.progress import progress_read
 from crawls.serializers import JobCreateSerializer
 from crawls.services import job_create
-from project.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 from project.errors import TrawlError
-from project.serializers import errors_flat
+from project.messaging.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
+from project.web.serializers import errors_flat
 
 GENERAL = ("detail", "non_field_errors")  # how DRF names an error of the whole request
 

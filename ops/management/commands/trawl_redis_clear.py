@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from project.installation import installation_id
 from project.redis import installation_keys_clear
+from project.redis.installation import installation_id
 
 
 class Command(BaseCommand):

@@ -4,8 +4,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from project.brokers import PRIORITY_MIN
 from project.errors import TrawlError
+from project.messaging.brokers import PRIORITY_MIN
 from registry.models import Scraper, Variant
 from registry.services import scraper_create, version_create
 from registry.services.packages import version_upload

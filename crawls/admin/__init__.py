@@ -1,3 +1,5 @@
+"""The crawls admin: jobs and batches as read-only pages with a Cancel button."""
+
 import base64
 
 from django.contrib import admin, messages
@@ -7,9 +9,9 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from crawls.admin_parts import JobOpsAdminMixin
-from crawls.admin_views import URL_CHARS, CancelButtonMixin, ReadOnlyAdmin, job_numbers
-from crawls.joblog import job_log_lines
+from crawls.admin.parts import JobOpsAdminMixin
+from crawls.admin.views import URL_CHARS, CancelButtonMixin, ReadOnlyAdmin, job_numbers
+from crawls.logs.joblog import job_log_lines
 from crawls.models import Batch, CrawlJob, JobScreenshot, JobStatus
 from crawls.selectors import batch_totals, batches_counted
 from crawls.services import batch_cancel, job_cancel

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from project.dns_servers import parse_servers, query_addresses
+from project.net.dns_servers import parse_servers, query_addresses
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -8,8 +8,8 @@ from django.db import connection
 from django.http import JsonResponse
 
 from project.celery import app
-from project.installation import installation_id
 from project.redis import get_redis, redis_key
+from project.redis.installation import installation_id
 
 
 def _check_database() -> str:

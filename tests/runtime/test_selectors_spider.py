@@ -8,7 +8,7 @@ import scrapy
 from runtime.spiders.link import LinkSpider
 from runtime.spiders.selectors import SelectorsSpider
 from tests.crawler import trawl_crawler
-from tests.crawls.spider_pages import START, page, run
+from tests.runtime.spider_pages import START, page, run
 
 
 def selectors_spider(**config) -> SelectorsSpider:

@@ -22,7 +22,7 @@ from celery.signals import worker_process_init
 worker_process_init.send(sender=None)
 from tests.crawler import trawl_crawler
 from runtime.rendering.dispatch import RenderOnDemandDownloadHandler
-from tests.crawls.frontier_crawl import job_link_crawl
+from tests.runtime.frontier_crawl import job_link_crawl
 
 def loaded():
     return sorted(name for name in sys.modules if name.split(".")[0] in sys.argv[2].split(","))

@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from crawls.joblog import job_log_lines
+from crawls.logs.joblog import job_log_lines
 from crawls.models import CrawlJob
 
 ADMIN_LOG_LINES = 500  # the job page shows the tail; GET /api/jobs/{id}/log/ has the whole log

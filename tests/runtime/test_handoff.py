@@ -18,7 +18,7 @@ from crawls.services.shards import job_frontier
 from runtime.frontier import scheduler
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
-from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+from tests.runtime.frontier_crawl import frontier_crawl_settings, storing_tick
 
 class DropProducts:
     # A spider's own pipeline: what it drops must never be stored or written ahead.
@@ -64,7 +64,7 @@ django.setup()
 from scrapy.crawler import CrawlerProcess
 from crawls.services.shards import job_frontier
 from runtime.spiders.link import LinkSpider
-from tests.crawls.frontier_crawl import frontier_crawl_settings
+from tests.runtime.frontier_crawl import frontier_crawl_settings
 
 url, job = sys.argv[1], uuid.uuid4().hex
 process = CrawlerProcess(frontier_crawl_settings(job))

@@ -14,7 +14,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from twisted.logger import globalLogPublisher
-from tests.crawls.frontier_crawl import link_crawl
+from tests.runtime.frontier_crawl import link_crawl
 
 errors = []
 

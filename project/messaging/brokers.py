@@ -12,7 +12,7 @@ import functools
 from kombu import Connection
 
 # A job's, batch's or source's priority: PRIORITY_MIN (least urgent) .. PRIORITY_MAX (most urgent), PRIORITY_DEFAULT
-# unless asked. project.messages maps it onto the broker's PRIORITY_STEPS.
+# unless asked. project.messaging.messages maps it onto the broker's PRIORITY_STEPS.
 PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 100, 50
 PRIORITY_STEPS = 10  # steps 0..9; celeryconfig declares the same on both transports
 AMQP = "amqp"

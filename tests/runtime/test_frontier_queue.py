@@ -9,7 +9,7 @@ import pytest
 
 from crawls.services.shards import job_frontier, stats_sum
 from runtime.frontier import FINGERPRINT_BYTES, Frontier, binary_redis, frontier_delete
-from tests.crawls import frontier_fixtures
+from tests.runtime import frontier_fixtures
 
 pytestmark = pytest.mark.django_db
 frontier = frontier_fixtures.frontier  # a fixture

@@ -39,8 +39,8 @@ from runtime.rendering.screenshots import (
 )
 from runtime.settings.compose import child_pool, child_settings, with_trawl_components
 from tests.crawler import composed
-from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
+from tests.runtime.frontier_crawl import frontier_crawl_settings, storing_tick
 from throttling.models import Proxy
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ import redis.asyncio.cluster
 import redis.cluster
 from django.conf import settings
 
-from project.installation import installation_id
+from project.redis.installation import installation_id
 
 # The crawl setting (runtime.settings.compose) that tells a crawl's Scrapy components where Trawl's Redis is: the
 # worker's REDIS_URL, or a packaged child's own Redis user.
@@ -95,7 +95,7 @@ class LuaScript:
 
 def redis_key(*parts: object) -> str:
     """The name of one of Trawl's Redis keys: every key Trawl writes is built here, so all share one namespace,
-    `trawl:<installation id>:` (project.installation). Celery's broker and result keys are Celery's, not these."""
+    `trawl:<installation id>:` (project.redis.installation). Celery's broker and result keys are Celery's, not these."""
     return ":".join(("trawl", installation_id(), *(str(part) for part in parts)))
 
 

@@ -9,7 +9,7 @@ from parsel import Selector
 from runtime.inputs.patterns import PatternError
 from runtime.inputs.xpaths import MAX_FIELDS, MAX_PREDICATE_DEPTH, MAX_SELECTOR_LENGTH, selector_check
 from runtime.spiders.selectors import SelectorsSpider
-from tests.crawls.spider_pages import START, page, run
+from tests.runtime.spider_pages import START, page, run
 
 EVERYDAY = [
     "h1::text",

@@ -2,7 +2,7 @@
 
 Each app publishes its own messages (crawls.publish, callbacks.publish, registry.publish) through `send`, by task name,
 so a service never imports a task module (which would load the crawl executor, crochet and Scrapy into a web process).
-Tests that must not reach the broker replace `project.messages.send`.
+Tests that must not reach the broker replace `project.messaging.messages.send`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from kombu.exceptions import OperationalError
 from kombu.utils.uuid import uuid
 from redis import RedisError
 
-from project.brokers import PRIORITY_MAX, PRIORITY_MIN, PRIORITY_STEPS, step_broker_priority
+from project.messaging.brokers import PRIORITY_MAX, PRIORITY_MIN, PRIORITY_STEPS, step_broker_priority
 
 # Old task name -> the name its task is registered under now (`shared_task_aliased`).
 TASK_ALIASES: dict[str, str] = {}

@@ -10,7 +10,7 @@ import pytest
 from crawls.services.lifecycle import AttemptCause, job_attempt_over, job_claim
 from crawls.services.shards import Shard, job_frontier
 from runtime.frontier import FINGERPRINT_BYTES, Frontier, FrontierEnded, FrontierLost, binary_redis, frontier_delete
-from tests.crawls import frontier_fixtures
+from tests.runtime import frontier_fixtures
 from tests.workers import last_json_line, script_run
 
 pytestmark = pytest.mark.django_db
@@ -128,7 +128,7 @@ from runtime.frontier import FrontierLost, binary_redis
 from crawls.services.shards import job_frontier
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
-from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+from tests.runtime.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job = sys.argv[1], uuid.uuid4().hex
 frontier, client = job_frontier(job), binary_redis()

@@ -35,8 +35,8 @@ def close_browser(**_kwargs) -> None:
 
 
 def hand_crawls_back(**_kwargs) -> None:
-    # A warm shutdown (SIGTERM) requeues running crawls at once instead of waiting for them (crawls/shutdown.py).
-    from crawls.shutdown import forward_to_pool
+    # A warm shutdown (SIGTERM) requeues running crawls at once instead of waiting for them (crawls/worker/shutdown.py).
+    from crawls.worker.shutdown import forward_to_pool
 
     forward_to_pool()
 

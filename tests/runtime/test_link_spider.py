@@ -10,7 +10,7 @@ from scrapy.exceptions import CloseSpider
 from scrapy.http import Request, Response
 
 from runtime.spiders.link import LinkSpider, host_allowed, parse_cookie
-from tests.crawls.spider_pages import START, page, run
+from tests.runtime.spider_pages import START, page, run
 
 
 def start_requests(spider) -> list[Request]:

@@ -11,7 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 
-from crawls.joblog import LEVELS, job_log_lines, log_query
+from crawls.logs.joblog import LEVELS, job_log_lines, log_query
 from crawls.models import CrawlJob
 
 LOG_PARAMETERS = [

@@ -57,7 +57,7 @@ from crawls.services.crawl_spec import crawl_spec_build
 from runtime.spiders.link import LinkSpider
 from crawls.services.shards import frontier_settings
 from registry.models import Scraper, ScraperVersion
-from tests.crawls.frontier_crawl import job_link_crawl  # imports nothing more than the lines above
+from tests.runtime.frontier_crawl import job_link_crawl  # imports nothing more than the lines above
 
 before = set(sys.modules)
 crawl = job_link_crawl(sys.argv[1])

@@ -10,7 +10,7 @@ import pytest
 
 from crawls.services.shards import job_frontier
 from runtime.frontier import Frontier
-from tests.crawls import frontier_fixtures
+from tests.runtime import frontier_fixtures
 from tests.workers import last_json_line, script_run
 
 pytestmark = pytest.mark.django_db
@@ -117,7 +117,7 @@ django.setup()
 from crawls.services.shards import job_frontier
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
-from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+from tests.runtime.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job, block = sys.argv[1], uuid.uuid4().hex, float(sys.argv[2])
 frontier = job_frontier(job)

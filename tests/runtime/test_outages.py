@@ -42,7 +42,7 @@ from crawls.services.shards import job_frontier
 from runtime.bridge.runner import live_stats, run_spider
 from runtime.settings.compose import with_trawl_components
 from runtime.spiders.link import LinkSpider
-from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+from tests.runtime.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, folder, comes_back = sys.argv[1], sys.argv[2], sys.argv[3] == "comes-back"
 os.rename(folder, folder + "-away")  # the database is away from the crawl's start

@@ -20,7 +20,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from django.db import OperationalError
-from tests.crawls.frontier_crawl import link_crawl
+from tests.runtime.frontier_crawl import link_crawl
 
 url = sys.argv[1]
 ticks = []
@@ -80,7 +80,7 @@ django.setup()
 from crawls.services.shards import job_frontier
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
-from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+from tests.runtime.frontier_crawl import frontier_crawl_settings, storing_tick
 
 url, job = sys.argv[1], uuid.uuid4().hex
 frontier = job_frontier(job)
@@ -123,7 +123,7 @@ from crawls.services.shards import job_frontier
 from runtime.frontier import scheduler
 from runtime.bridge.runner import run_spider
 from runtime.spiders.link import LinkSpider
-from tests.crawls.frontier_crawl import frontier_crawl_settings, storing_tick
+from tests.runtime.frontier_crawl import frontier_crawl_settings, storing_tick
 
 # An idle shard looks at the frontier again only at Scrapy's own heartbeat (5 s), never at this poll.
 scheduler.IDLE_POLL_SECONDS = 120
@@ -220,7 +220,7 @@ import django
 django.setup()
 from runtime.bridge.runner import REACTOR_HOLD_MAX_SECONDS, live_stats
 from runtime.bridge.reactor import ensure_reactor
-from tests.crawls.frontier_crawl import link_crawl
+from tests.runtime.frontier_crawl import link_crawl
 
 ensure_reactor()
 from twisted.internet import reactor, task

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from project.installation import installation_id
+from project.redis.installation import installation_id
 
 # (name, route name, what it is): every collection a token can reach, and the pages around them.
 ENDPOINTS = (

@@ -1,0 +1,1 @@
+"""A running job's state in Redis: its cancel flag (and its batch's) and its live numbers."""

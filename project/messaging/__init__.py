@@ -1,0 +1,1 @@
+"""Celery messages: the transport and its priorities, the one send point, kombu work-arounds."""

@@ -1,0 +1,1 @@
+"""What every app's HTTP side shares: pagination, serializer pieces, body limit, front doors, 503s."""

@@ -1,0 +1,1 @@
+"""Tests of the worker's Scrapy runtime (runtime/)."""

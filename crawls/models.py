@@ -36,12 +36,18 @@ class Batch(models.Model):
         return f"{self.name or self.id} [{self.status}]"
 
 
+SPIDER_NAME_MAX = 100
+
+
 class CrawlJob(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     source = models.ForeignKey("sources.Source", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
     batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
-    url = models.URLField(max_length=2000)
+    # Blank when a named spider starts from its own start_urls.
+    url = models.URLField(max_length=2000, blank=True)
     scraper = models.ForeignKey("registry.Scraper", on_delete=models.PROTECT, related_name="jobs")
+    # A spider of the version by its Scrapy `name` (ScraperVersion.spiders); blank: the version's own spider.
+    spider = models.CharField(max_length=SPIDER_NAME_MAX, blank=True)
     requested_version = models.CharField(max_length=64, blank=True)
     requested_variant = models.CharField(max_length=10, blank=True)
     version = models.ForeignKey(

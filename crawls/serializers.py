@@ -6,7 +6,7 @@ from django.conf import settings
 from django.urls import reverse
 from rest_framework import serializers
 
-from crawls.models import Batch, CrawlJob, JobScreenshot
+from crawls.models import SPIDER_NAME_MAX, Batch, CrawlJob, JobScreenshot
 from crawls.selectors import batch_totals
 from items.models import ItemSighting
 from project.messaging.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
@@ -88,7 +88,18 @@ class JobOptionsSerializer(StrictSerializer):
 
 
 class JobCreateSerializer(StrictSerializer):
-    url = serializers.URLField(max_length=2000, validators=[http_url])
+    url = serializers.URLField(
+        max_length=2000,
+        validators=[http_url],
+        required=False,
+        help_text="Where the crawl starts. Optional with `spider`: the spider then starts from its own start_urls.",
+    )
+    spider = serializers.CharField(
+        max_length=SPIDER_NAME_MAX,
+        required=False,
+        help_text="A spider of the version by its Scrapy `name` (a deployed project's `spiders`); default: the "
+        "version's own spider.",
+    )
     scraper = serializers.SlugField(max_length=100, required=False, help_text="Defaults to the built-in `link`.")
     version = serializers.CharField(max_length=64, required=False)
     variant = serializers.ChoiceField(choices=Variant.choices, required=False)
@@ -101,6 +112,11 @@ class JobCreateSerializer(StrictSerializer):
         default=1,
         help_text="Processes crawling this job at once, sharing one frontier (1..32).",
     )
+
+    def validate(self, attrs: dict) -> dict:
+        if not attrs.get("url") and not attrs.get("spider"):
+            raise serializers.ValidationError({"url": ["This field is required unless a `spider` is named."]})
+        return attrs
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -117,6 +133,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "url",
+            "spider",
             "scraper",
             "version",
             "variant",

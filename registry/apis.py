@@ -31,7 +31,14 @@ from registry.serializers import (
     VersionSerializer,
     VersionUploadSerializer,
 )
-from registry.services import scraper_create, traffic_set, version_create, version_deprecate, version_promote
+from registry.services import (
+    scraper_create,
+    traffic_set,
+    version_create,
+    version_deprecate,
+    version_make_default,
+    version_promote,
+)
 from registry.services.packages import version_upload
 
 SCRAPER_NAME = r"[-a-zA-Z0-9_]+"
@@ -145,3 +152,10 @@ class VersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     def promote(self, request: Request, scraper_name: str, version: str) -> Response:
         """Make this version the stable default with 100% of traffic; every other version goes to 0%."""
         return Response(VersionSerializer(version_promote(version=self.get_object())).data)
+
+    @extend_schema(request=None, responses=VersionSerializer)
+    @action(detail=True, methods=["post"])
+    def default(self, request: Request, scraper_name: str, version: str) -> Response:
+        """Make this version the default: it takes the unpinned jobs no traffic share claims (`manage.py deploy`'s
+        going live); the other versions keep their shares. A version not built yet routes once it is."""
+        return Response(VersionSerializer(version_make_default(version=self.get_object())).data)

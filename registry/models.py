@@ -93,6 +93,12 @@ class ScraperVersion(models.Model):
     )
     package_status = models.CharField(max_length=10, choices=PackageStatus.choices, default="", blank=True)
     package_log = models.TextField(blank=True, help_text="The package build's output, and why it failed.")
+    # A packaged Scrapy project's spiders by their `name` ({name: dotted class path}), found by Scrapy's SpiderLoader
+    # inside the package's environment when it is built: a job names one with `spider`.
+    spiders = models.JSONField(default=dict, blank=True, help_text="Spider name → dotted class path (packaged).")
+    settings_module = models.CharField(
+        max_length=255, blank=True, help_text="The project's Scrapy settings module (scrapy.cfg [settings] default)."
+    )
 
     class Meta:
         ordering = ["scraper__name", "-created_at"]

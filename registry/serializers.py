@@ -41,7 +41,17 @@ class VersionUploadSerializer(VersionCreateSerializer):
     settings = serializers.JSONField(
         binary=True, required=False, default=dict, help_text="Scrapy settings overriding the scraper's, as JSON."
     )
-    spider = serializers.CharField(max_length=255, help_text="Dotted path to the Spider class inside the package.")
+    spider = serializers.CharField(
+        max_length=255,
+        help_text="Dotted path to the Spider class inside the package: the one a job that names no `spider` runs.",
+    )
+    settings_module = serializers.CharField(
+        max_length=255,
+        required=False,
+        default="",
+        help_text="The Scrapy project's settings module inside the package (scrapy.cfg [settings] default): its "
+        "settings apply to the version's jobs beneath the version's own.",
+    )
 
     def validate_settings(self, value):
         if not isinstance(value, dict):
@@ -66,6 +76,8 @@ class VersionSerializer(serializers.ModelSerializer):
             "version",
             "variant",
             "spider",
+            "spiders",
+            "settings_module",
             "is_default",
             "traffic_pct",
             "min_priority",

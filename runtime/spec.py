@@ -37,3 +37,5 @@ class CrawlSpec:
     scraper_settings: dict[str, Any] = field(default_factory=dict)
     version_settings: dict[str, Any] = field(default_factory=dict)
     package: PackageSpec | None = None  # a packaged version's wheel; None when the spider is importable here
+    # A packaged Scrapy project's settings module (runtime.settings.project): beneath the scraper's and version's.
+    settings_module: str = ""

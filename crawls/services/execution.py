@@ -19,7 +19,7 @@ from crawls import hooks
 from crawls.live.cancel import cancel_requested
 from crawls.logs.joblog import job_log_capture
 from crawls.models import CrawlJob, ErrorClass, JobStatus
-from crawls.services.crawl_spec import crawl_spec_build
+from crawls.services.crawl_spec import crawl_spec_build, spider_path_of
 from crawls.services.ingestion import ItemIngest
 from crawls.services.jobs import job_claim_fair
 from crawls.services.lifecycle import AttemptCause, job_attempt_over, job_end, shard_join
@@ -40,7 +40,7 @@ from runtime.frontier import FrontierLost
 from runtime.packaged.children import PackageUnavailable
 from runtime.packaged.run import package_run
 from runtime.rendering.screenshots import screenshots_drain
-from runtime.settings.compose import child_pool, scrapy_settings_for
+from runtime.settings.compose import child_pool, project_layer_for, scrapy_settings_for
 from runtime.spec import CrawlSpec
 
 logger = logging.getLogger("trawl.jobs")
@@ -99,7 +99,9 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     run = (
         partial(run_spider, spider_cls=spider_cls)
         if spider_cls
-        else partial(package_run, spec=spec, unused=packages_unused, pool=child_pool())
+        else partial(
+            package_run, spec=spec, unused=packages_unused, pool=child_pool(), project=project_layer_for(spec=spec)
+        )
     )
     try:
         crawl, session = run(
@@ -135,7 +137,10 @@ def _routed(job: CrawlJob, *, shard: int) -> tuple[Any, Any]:
     """The version to run (recorded on the job by its first shard) and its spider class; None for a packaged
     version, whose spider is imported inside its own environment, never in this process."""
     version = version_for(job=job, shard=shard)
-    spider_cls = None if version.package_id else spider_load(version.spider)
+    path = spider_path_of(job=job, version=version)
+    spider_cls = None if version.package_id else spider_load(path)
+    if spider_cls is not None and job.spider and spider_cls.name != job.spider:
+        raise TrawlError(f"{version} has no spider named {job.spider!r} (it has: {spider_cls.name})", field="spider")
     if not shard:
         CrawlJob.objects.filter(pk=job.pk).update(version=version)
     job.version = version
@@ -229,13 +234,15 @@ def _left_for_others(job: CrawlJob, crawl: Any) -> bool:
 
 
 def _spider_kwargs(job: CrawlJob) -> dict[str, Any]:
-    """Every spider gets the job's URL as `url` and `start_urls`, `options`, the merged source `config`, and the
-    source's `strategy` ("deep" for a job without a source)."""
+    """Every spider gets the job's URL as `url` and `start_urls` (none when the job has no URL: a named spider starts
+    from its own start_urls), `options`, the merged source `config`, and the source's `strategy` ("deep" for a job
+    without a source)."""
     config = dict(job.source.config) if job.source_id else {}
     config.update((job.options or {}).get("config") or {})
     strategy = job.source.strategy if job.source_id else "deep"
     options = job.options or {}
-    return {"url": job.url, "start_urls": [job.url], "options": options, "config": config, "strategy": strategy}
+    start = {"url": job.url, "start_urls": [job.url]} if job.url else {}
+    return {**start, "options": options, "config": config, "strategy": strategy}
 
 
 def _result(job: CrawlJob) -> dict[str, Any]:

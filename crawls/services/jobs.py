@@ -21,7 +21,8 @@ logger = logging.getLogger("trawl.jobs")
 
 def job_create(
     *,
-    url: str,
+    url: str = "",
+    spider: str = "",
     scraper: str = "",
     version: str = "",
     variant: str = "",
@@ -36,6 +37,7 @@ def job_create(
     naming the field."""
     spec = {
         "url": url,
+        "spider": spider,
         "scraper": scraper,
         "version": version,
         "variant": variant,

@@ -15,13 +15,18 @@ from runtime.settings.compose import child_pool
 
 
 def version_package_build(*, version_id: int) -> str:
-    """Build (or reuse) the package's environment on this machine and import the version's spider inside it."""
+    """Build (or reuse) the package's environment on this machine and import the version's spider inside it, with
+    the project's other spiders, recorded by name."""
     version = ScraperVersion.objects.select_related("package").filter(pk=version_id).first()
     if version is None or version.package is None:
         return "gone"
     try:
-        problem = package_check(
-            package=package_spec_of(version.package), spider=version.spider, unused=packages_unused, pool=child_pool()
+        problem, spiders = package_check(
+            package=package_spec_of(version.package),
+            spider=version.spider,
+            settings_module=version.settings_module,
+            unused=packages_unused,
+            pool=child_pool(),
         )
     except PackageUnavailable as exc:
         version_package_record(version_id=version_id, status=PackageStatus.FAILED, log=f"{exc.message}\n\n{exc.log}")
@@ -30,5 +35,5 @@ def version_package_build(*, version_id: int) -> str:
     if problem:
         version_package_record(version_id=version_id, status=PackageStatus.FAILED, log=f"spider: {problem}\n\n{log}")
         return PackageStatus.FAILED
-    version_package_record(version_id=version_id, status=PackageStatus.READY, log=log)
+    version_package_record(version_id=version_id, status=PackageStatus.READY, log=log, spiders=spiders)
     return PackageStatus.READY

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from access.models import Requester
+from crawls.models import SPIDER_NAME_MAX
 from project.errors import TrawlError
 from project.messaging.brokers import PRIORITY_DEFAULT
 from project.net import target_check
@@ -21,7 +22,18 @@ from runtime.inputs.patterns import PatternError
 from throttling.services import throttle_check_url
 
 # What a job spec may carry; `source` only from Trawl's own code (the API's serializers refuse it).
-SPEC_FIELDS = ("url", "scraper", "version", "variant", "priority", "callback_url", "options", "parallelism", "source")
+SPEC_FIELDS = (
+    "url",
+    "spider",
+    "scraper",
+    "version",
+    "variant",
+    "priority",
+    "callback_url",
+    "options",
+    "parallelism",
+    "source",
+)
 
 
 class JobSpecsInvalid(TrawlError):
@@ -57,6 +69,7 @@ class SpecChecker:
         self.requester = requester
         self.scrapers: dict[str, Scraper | None] = {}
         self.active: dict[tuple[int, str, str], bool] = {}
+        self.spiders: dict[tuple[int, str, str], list[dict[str, str]]] = {}
 
     def check_all(self, specs: list[dict[str, Any]]) -> tuple[list[Scraper | None], dict[int, TrawlError]]:
         """The scraper of each spec (None where invalid) and the error of each invalid one, by index."""
@@ -78,14 +91,12 @@ class SpecChecker:
         unknown = sorted(set(spec) - set(SPEC_FIELDS))
         if unknown:
             raise TrawlError("unknown field", field=unknown[0])
-        url = spec.get("url") or ""
-        validate_crawl_url(url)
-        if self.requester is not None and not self.requester.is_admin:
-            target_check(url, field="url")
-        # A scheduled source of a blocked domain must not abort the dispatch of every other source: its crawl fails
-        # fast instead (the throttle drops its requests).
-        if spec.get("source") is None:
-            throttle_check_url(url=url)
+        url, spider = spec.get("url") or "", spec.get("spider") or ""
+        if not isinstance(spider, str) or len(spider) > SPIDER_NAME_MAX:
+            raise TrawlError(f"spider must be a spider's name of at most {SPIDER_NAME_MAX} characters", field="spider")
+        # A named spider may start from its own start_urls; the guard checks every request it makes when it fetches.
+        if url or not spider:
+            self._url_check(url, scheduled=spec.get("source") is not None)
         if callback_url := spec.get("callback_url") or "":
             validate_crawl_url(callback_url, field="callback_url")
             target_check(callback_url, field="callback_url")
@@ -95,7 +106,33 @@ class SpecChecker:
             message = f"parallelism must be an integer between 1 and {limit}, got {parallelism!r}"
             raise TrawlError(message, field="parallelism")
         job_options_validate(spec.get("options"))
-        return self._registry_check(spec.get("scraper") or "", spec.get("version") or "", spec.get("variant") or "")
+        scraper = self._registry_check(spec.get("scraper") or "", spec.get("version") or "", spec.get("variant") or "")
+        if spider:
+            self._spider_check(scraper, spider, version=spec.get("version") or "", variant=spec.get("variant") or "")
+        return scraper
+
+    def _url_check(self, url: str, *, scheduled: bool) -> None:
+        validate_crawl_url(url)
+        if self.requester is not None and not self.requester.is_admin:
+            target_check(url, field="url")
+        # A scheduled source of a blocked domain must not abort the dispatch of every other source: its crawl fails
+        # fast instead (the throttle drops its requests).
+        if not scheduled:
+            throttle_check_url(url=url)
+
+    def _spider_check(self, scraper: Scraper, spider: str, *, version: str, variant: str) -> None:
+        """Refused now when every version the job may route to has its spiders known (a built package) and none is
+        named so; otherwise routing checks it (the job fails `routing`)."""
+        key = (scraper.pk, version, variant)
+        if key not in self.spiders:
+            wanted = {"version": version} if version else ({"variant": variant} if variant else {})
+            active = ScraperVersion.objects.filter(scraper=scraper, deprecated_at__isnull=True, **wanted)
+            self.spiders[key] = [found or {} for found in active.values_list("spiders", flat=True)]
+        known = self.spiders[key]
+        if known and all(known) and not any(spider in found for found in known):
+            names = sorted({name for found in known for name in found})
+            message = f"scraper {scraper.name!r} has no spider named {spider!r} (it has: {', '.join(names)})"
+            raise TrawlError(message, field="spider")
 
     def _registry_check(self, scraper_name: str, version: str, variant: str) -> Scraper:
         scraper_name = scraper_name or settings.TRAWL_DEFAULT_SCRAPER

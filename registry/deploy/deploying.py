@@ -1,4 +1,4 @@
-"""The deploy steps in order: pick the spider, build, choose the version, register it, wait for its build."""
+"""The deploy steps in order: pick the spider, build, choose the version, register it, wait for its build, go live."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from typing import Any
 
 from project.errors import TrawlError
 from registry.deploy.build import wheel_build, wheel_version
-from registry.deploy.project import SpiderClass, spider_pick
+from registry.deploy.project import (
+    SpiderClass,
+    has_build_file,
+    project_name_of,
+    settings_module_of,
+    spider_pick,
+    spiders_find,
+)
 from registry.deploy.targets import Target
 from registry.semver import is_semver, semver_bump, semver_key
 
@@ -21,7 +28,7 @@ POLL_SECONDS = 1.0
 @dataclass
 class DeployRequest:
     directory: Path
-    scraper: str
+    scraper: str = ""  # default: the project's name (scrapy.cfg [deploy] project, else its settings' package)
     version: str = ""
     bump: str = ""
     spider: str = ""
@@ -30,45 +37,78 @@ class DeployRequest:
     is_default: bool = False
     settings: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def goes_live(self) -> bool:
+        """A stable deploy becomes the default once built, unless a traffic share was asked (scrapyd runs the
+        latest upload)."""
+        return self.variant == "stable" and not self.traffic_pct
 
-def deploy_run(*, request: DeployRequest, target: Target, say: Callable[[str], None]) -> tuple[dict, SpiderClass]:
-    """Register the project as a new version on `target`; returns the version's JSON (status `building`)."""
+
+@dataclass
+class Deployed:
+    scraper: str
+    version: dict[str, Any]  # the API's version JSON, as uploaded (status `building`)
+    spider: SpiderClass  # the version's own spider
+    replaces: str = ""  # the default it takes over from when it goes live ("" when none)
+
+
+def deploy_run(*, request: DeployRequest, target: Target, say: Callable[[str], None]) -> Deployed:
+    """Register the project as a new version on `target`, every spider of it from one upload."""
     spider = spider_pick(request.directory, spider=request.spider)
-    say(f"spider: {spider.path}")
+    scraper = request.scraper or project_name_of(request.directory)
+    named = sorted({found.name for found in spiders_find(request.directory) if found.name})
+    say(f"spider: {spider.path}" + (f" (the project's spiders: {', '.join(named)})" if len(named) > 1 else ""))
+    settings_module = settings_module_of(request.directory)
+    generated = not has_build_file(request.directory)
     with tempfile.TemporaryDirectory(prefix="trawl-wheel-") as out:
         wheel = wheel_build(request.directory, out=Path(out))
-        say(f"built {wheel.name} ({wheel.stat().st_size:,} bytes)")
-        if target.scraper_ensure(request.scraper):
-            say(f"created scraper {request.scraper!r} on {target.where} (it did not exist)")
-        existing = target.versions(request.scraper)
-        version = version_choose(request, wheel_version(wheel), [v["version"] for v in existing])
+        built = " (setup generated in the build copy)" if generated else ""
+        say(f"built {wheel.name} ({wheel.stat().st_size:,} bytes){built}")
+        if target.scraper_ensure(scraper):
+            say(f"created scraper {scraper!r} on {target.where} (it did not exist)")
+        existing = target.versions(scraper)
+        project_version = "" if generated else wheel_version(wheel)
+        version = version_choose(request, project_version, [v["version"] for v in existing])
         fields = {
             "version": version,
             "spider": spider.path,
             "variant": request.variant,
             "traffic_pct": request.traffic_pct,
-            # A scraper with no default routes no unpinned job: its first stable version becomes the default.
-            "is_default": request.is_default or (request.variant == "stable" and not _has_default(existing)),
+            "is_default": request.is_default,
             "settings": request.settings,
+            **({"settings_module": settings_module} if settings_module else {}),
         }
-        created = target.upload(request.scraper, wheel, fields)
+        created = target.upload(scraper, wheel, fields)
     default = ", default" if created.get("is_default") else ""
-    say(f"uploaded {request.scraper} {version} ({created['variant']}{default}, {created['traffic_pct']}% traffic)")
-    return created, spider
+    say(f"uploaded {scraper} {version} ({created['variant']}{default}, {created['traffic_pct']}% traffic)")
+    return Deployed(scraper=scraper, version=created, spider=spider, replaces=_default_of(existing))
 
 
 def version_choose(request: DeployRequest, project_version: str, existing: list[str]) -> str:
+    """--version; --bump from the latest; else the project's own version if semantic and unused; else an unused
+    one: the latest's next patch (1.0.0 for a scraper's first)."""
     if request.version:
         return request.version
+    ordered = sorted((v for v in existing if is_semver(v)), key=semver_key)
     if request.bump:
-        ordered = sorted((v for v in existing if is_semver(v)), key=semver_key)
         return semver_bump(ordered[-1] if ordered else None, request.bump)
-    if not is_semver(project_version):
-        raise TrawlError(
-            f"the project's version {project_version!r} is not a semantic version: pass --version or --bump",
-            field="version",
-        )
-    return project_version
+    if is_semver(project_version) and project_version not in existing:
+        return project_version
+    if not ordered:
+        return project_version if is_semver(project_version) else "1.0.0"
+    chosen = semver_bump(ordered[-1], "patch")
+    while chosen in existing:  # a non-semver or odd history: never an existing version
+        chosen = semver_bump(chosen, "patch")
+    return chosen
+
+
+def go_live(*, target: Target, deployed: Deployed, say: Callable[[str], None]) -> None:
+    """The built version becomes the scraper's default, saying which one it replaced (other versions keep their
+    traffic shares)."""
+    version = deployed.version["version"]
+    target.make_default(deployed.scraper, version)
+    replaced = f", replacing {deployed.replaces}" if deployed.replaces and deployed.replaces != version else ""
+    say(f"live: {deployed.scraper} {version} is the default now{replaced}")
 
 
 def build_wait(*, target: Target, scraper: str, version: str, timeout: float) -> dict:
@@ -89,5 +129,5 @@ def build_wait(*, target: Target, scraper: str, version: str, timeout: float) ->
         time.sleep(POLL_SECONDS)
 
 
-def _has_default(versions: list[dict]) -> bool:
-    return any(v.get("is_default") and not v.get("deprecated_at") for v in versions)
+def _default_of(versions: list[dict]) -> str:
+    return next((v["version"] for v in versions if v.get("is_default") and not v.get("deprecated_at")), "")

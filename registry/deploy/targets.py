@@ -25,6 +25,8 @@ class Target(Protocol):
 
     def version(self, name: str, version: str) -> dict[str, Any]: ...
 
+    def make_default(self, name: str, version: str) -> dict[str, Any]: ...
+
 
 class LocalTarget:
     """This installation, through the registry's services: the same checks as the API, no token needed."""
@@ -63,6 +65,14 @@ class LocalTarget:
 
         return VersionSerializer(ScraperVersion.objects.get(scraper__name=name, version=version)).data
 
+    def make_default(self, name: str, version: str) -> dict[str, Any]:
+        from registry.models import ScraperVersion
+        from registry.serializers import VersionSerializer
+        from registry.services import version_make_default
+
+        made = version_make_default(version=ScraperVersion.objects.get(scraper__name=name, version=version))
+        return VersionSerializer(made).data
+
 
 class RemoteTarget:
     """A Trawl at `url`, with an admin API token."""
@@ -96,6 +106,9 @@ class RemoteTarget:
 
     def version(self, name: str, version: str) -> dict[str, Any]:
         return self._call("GET", f"/api/scrapers/{name}/versions/{version}/")
+
+    def make_default(self, name: str, version: str) -> dict[str, Any]:
+        return self._call("POST", f"/api/scrapers/{name}/versions/{version}/default/")
 
     def _call(self, method: str, path: str, *, allow_404: bool = False, **kwargs: Any) -> Any:
         url = path if path.startswith("http") else f"{self.base}{path}"

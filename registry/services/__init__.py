@@ -8,6 +8,7 @@ from registry.services.versions import (
     traffic_set,
     version_create,
     version_deprecate,
+    version_make_default,
     version_promote,
     versions_save,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "version_create",
     "version_deprecate",
     "version_judge",
+    "version_make_default",
     "version_promote",
     "version_rollback",
     "version_rollback_check",

@@ -42,13 +42,18 @@ def version_upload(
     traffic_pct: int = 0,
     min_priority: int = PRIORITY_MIN,
     settings: dict[str, Any] | None = None,
+    settings_module: str = "",
 ) -> ScraperVersion:
-    """Register a version whose code is an uploaded wheel. It routes once a worker built it (`package_status`)."""
+    """Register a version whose code is an uploaded wheel. It routes once a worker built it (`package_status`).
+    `settings_module`: the Scrapy project's settings module inside the wheel, applied to its jobs beneath the
+    version's settings (runtime.settings.project)."""
     data = wheel_read(file=package, max_bytes=conf.TRAWL_PACKAGE_MAX_BYTES)
     info = wheel_inspect(data=data, filename=filename)
     problem = spider_problem(info=info, spider=spider)
     if problem:
         raise RegistryError({"spider": [problem]})
+    if settings_module and settings_module not in info.modules:
+        raise RegistryError({"settings_module": [f"module {settings_module!r} is not in {info.filename}"]})
     stored = _package_row(info)
     candidate = version_create(
         scraper=scraper,
@@ -60,6 +65,7 @@ def version_upload(
         min_priority=min_priority,
         settings=settings,
         package=stored,
+        settings_module=settings_module,
     )
     _package_write(stored, data)
     transaction.on_commit(lambda: publish_package_build(version_id=candidate.pk), robust=True)
@@ -89,9 +95,11 @@ def _package_write(package: Package, data: bytes) -> None:
             storage.delete(saved)
 
 
-def version_package_record(*, version_id: int, status: str, log: str) -> None:
-    """The build's verdict. `log` starts with the one-line reason when it failed."""
-    ScraperVersion.objects.filter(pk=version_id).update(package_status=status, package_log=log)
+def version_package_record(*, version_id: int, status: str, log: str, spiders: dict[str, str] | None = None) -> None:
+    """The build's verdict. `log` starts with the one-line reason when it failed; `spiders`, the project's spiders
+    by name as the build found them."""
+    found = {"spiders": spiders} if spiders is not None else {}
+    ScraperVersion.objects.filter(pk=version_id).update(package_status=status, package_log=log, **found)
     registry_changed()  # update() sends no post_save: every worker re-reads which versions may route
     logger.info("version %s package %s", version_id, status)
 

@@ -50,6 +50,7 @@ def version_create(
     min_priority: int = PRIORITY_MIN,
     settings: dict[str, Any] | None = None,
     package: Package | None = None,
+    settings_module: str = "",
 ) -> ScraperVersion:
     """Register a version. Made the default, it takes over from the previous default. A packaged version (its code
     an uploaded wheel) starts `building`: it routes once a worker built its environment."""
@@ -64,6 +65,7 @@ def version_create(
         settings=settings if settings is not None else {},
         package=package,
         package_status=PackageStatus.BUILDING if package is not None else "",
+        settings_module=settings_module,
     )
     versions_save(scraper=scraper, versions=[candidate])
     return candidate
@@ -138,6 +140,18 @@ def version_promote(*, version: ScraperVersion) -> ScraperVersion:
             other.traffic_pct, other.is_default = 0, False
             changed.append(other)
     versions_save(scraper=version.scraper, versions=changed, fields=["variant", "traffic_pct", "is_default"])
+    return version
+
+
+@transaction.atomic
+def version_make_default(*, version: ScraperVersion) -> ScraperVersion:
+    """Make a version the scraper's default (it takes the unpinned jobs no traffic share claims), as a stable deploy
+    goes live; the other versions keep their traffic shares."""
+    version = _fresh(version)
+    if version.deprecated_at is not None:
+        raise TrawlError(f"{version.version} is deprecated and cannot be the default", field="version")
+    version.is_default = True
+    versions_save(scraper=version.scraper, versions=[version], fields=["is_default"])
     return version
 
 

@@ -12,14 +12,15 @@ It runs uploaded code and is given nothing secret: its environment is an allow-l
 project.settings_child (no database, its own SECRET_KEY, a Redis user of its own), never the project's, whatever
 DJANGO_SETTINGS_MODULE says (runtime.packaged.child_env, docs/packages.md).
 
-Commands arrive on stdin, one JSON object per line: `crawl {job, spider, settings, kwargs}`, `stop {job}`,
-`wake {job}` (its items are stored), `check {spider}`, `answer {id, value | error}` (to a `call`), `exit`.
-Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per line: `item`, `stats`
-(every second), `error` (the first spider exception), `log` (a log record of the crawl, at the crawl's LOG_LEVEL, for
-the job's log), `store_wanted` (the idle crawl waits for its items to be stored), `screenshot` (one a rendering crawl
-took, before its `end`), `end` (final stats, finish reason or crawl error), `checked`, `call {id, what, args}` (what
-Trawl's components would ask the database, runtime.packaged.child_db). The spider's own prints go to stderr, never
-into that channel.
+Commands arrive on stdin, one JSON object per line: `crawl {job, spider, settings, kwargs, project}` (`project`: a
+runtime.settings.project.ProjectLayer, the project's settings module beneath the composed settings), `stop {job}`,
+`wake {job}` (its items are stored), `check {spider, settings_module}`, `answer {id, value | error}` (to a `call`),
+`exit`. Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per line: `item`,
+`stats` (every second), `error` (the first spider exception), `log` (a log record of the crawl, at the crawl's
+LOG_LEVEL, for the job's log), `store_wanted` (the idle crawl waits for its items to be stored), `screenshot` (one a
+rendering crawl took, before its `end`), `end` (final stats, finish reason or crawl error), `checked` (an error, or
+the project's spiders by name), `call {id, what, args}` (what Trawl's components would ask the database,
+runtime.packaged.child_db). The spider's own prints go to stderr, never into that channel.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class CrawlServer:
 
             wake_engine(self.crawler)  # its items are stored: the idle crawl asks its frontier again now
         elif kind == "check":
-            self.send("checked", spider=command["spider"], error=spider_problem(command["spider"]))
+            error, spiders = spiders_check(command["spider"], settings_module=command.get("settings_module") or "")
+            self.send("checked", spider=command["spider"], error=error, spiders=spiders)
         elif kind == "exit":
             self.quit()
 
@@ -97,12 +99,15 @@ class CrawlServer:
         from runtime.bridge.handoff import item_passed
         from runtime.frontier.scheduler import store_wanted
         from runtime.settings.enforced import crawler_create
+        from runtime.settings.project import ProjectLayer, project_settings_applied, refused_log
 
         self._cancel_idle()
         self.job, self.first_error = command["job"], ""
+        project = ProjectLayer.of_message(command.get("project"))
         try:
+            settings, refused = project_settings_applied(command["settings"], project)
             # Trawl's pins over the package spider's own settings (runtime.settings.enforced), as in a worker.
-            runner, crawler = crawler_create(spider_load(command["spider"]), command["settings"])
+            runner, crawler = crawler_create(spider_load(command["spider"]), settings)
         except Exception as exc:  # the spider cannot be loaded or built: the job's error, not the child's
             self.send("end", job=self.job, stats={}, reason="", crawl_error=exception_report(exc))
             return self._arm_idle()
@@ -112,7 +117,8 @@ class CrawlServer:
         crawler.signals.connect(self.on_store_wanted, signal=store_wanted, weak=False)
         self.crawler = crawler
         self.closed_stats, self.reason = None, ""
-        self._forward_log(level=str(command["settings"].get("LOG_LEVEL") or "INFO"))
+        self._forward_log(level=str(settings.get("LOG_LEVEL") or "INFO"))
+        refused_log(project, refused)
         self._start_stats()
         deferred = runner.crawl(crawler, **command["kwargs"])
         deferred.addCallbacks(lambda _: self.finished(""), lambda f: self.finished(failure_report(f)))
@@ -205,17 +211,18 @@ class LogForwarder(logging.Handler):
             self.handleError(record)
 
 
-def spider_problem(path: str) -> str:
+def spiders_check(path: str, *, settings_module: str = "") -> tuple[str, dict[str, str]]:
+    """Why the version's spider (`path`) or its project's spiders cannot be loaded ("" when they can), and the
+    project's spiders by name (runtime.packaged.project_spiders)."""
     from project.errors import TrawlError
-    from registry.spiders import spider_load
+    from runtime.packaged.project_spiders import spiders_found
 
     try:
-        spider_load(path)
+        return "", spiders_found(path, settings_module=settings_module)
     except TrawlError as exc:
-        return exc.message
+        return exc.message, {}
     except Exception as exc:  # importing user code can raise anything
-        return f"cannot import {path!r}: {type(exc).__name__}: {exc}"
-    return ""
+        return f"cannot import {path!r} or the project's spiders: {type(exc).__name__}: {exc}", {}
 
 
 def main() -> None:

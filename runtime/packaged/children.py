@@ -189,16 +189,26 @@ def child_discard(child: Child) -> None:
     child.stop(kill=True)
 
 
-def package_check(*, package: PackageSpec, spider: str, pool: ChildPool, unused: Unused | None = None) -> str:
-    """Why `spider` is not a Spider class inside the package's environment ("" when it is). Leaves the child warm."""
+def package_check(
+    *, package: PackageSpec, spider: str, pool: ChildPool, unused: Unused | None = None, settings_module: str = ""
+) -> tuple[str, dict[str, str]]:
+    """Why `spider` (or a spider of the project's `settings_module`) does not load inside the package's environment
+    ("" when they do), and the project's spiders by name ({name: dotted class path}). Leaves the child warm."""
     child = child_for(package, pool=pool, unused=unused)
-    child.send(cmd="check", spider=spider)
+    child.send(cmd="check", spider=spider, settings_module=settings_module)
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
         message = child.receive(timeout=max(0.1, deadline - time.monotonic()))
         if message.get("t") == "checked" and message.get("spider") == spider:
-            return message["error"]
+            return message["error"], _spiders_received(message.get("spiders"))
         if message.get("t") == "eof":
             _children.pop(package.sha256, None)
-            return f"the package's process {message['error']} while importing {spider!r}"
-    return f"importing {spider!r} took over {START_SECONDS}s"
+            return f"the package's process {message['error']} while importing {spider!r}", {}
+    return f"importing {spider!r} took over {START_SECONDS}s", {}
+
+
+def _spiders_received(spiders: object) -> dict[str, str]:
+    """The child runs uploaded code: keep only names and paths that are strings."""
+    if not isinstance(spiders, dict):
+        return {}
+    return {str(name)[:255]: path[:255] for name, path in spiders.items() if isinstance(path, str)}

@@ -20,15 +20,19 @@ from runtime.packaged.child_db import CallScope, db_call_answer
 from runtime.packaged.child_redis import child_redis_keys
 from runtime.packaged.children import Child, ChildPool, Unused, child_discard, child_for
 from runtime.rendering.screenshots import screenshot_received
+from runtime.settings.project import ProjectLayer
 from runtime.spec import CrawlSpec, PackageSpec
 
 logger = logging.getLogger("trawl.jobs")
 
 
-def package_run(*, spec: CrawlSpec, unused: Unused, **crawl: Any) -> tuple[CrawlResult, CrawlSession]:
+def package_run(
+    *, spec: CrawlSpec, unused: Unused, project: ProjectLayer | None = None, **crawl: Any
+) -> tuple[CrawlResult, CrawlSession]:
     """run_spider's call for a packaged version (same keywords, the crawl's spec instead of the spider class;
-    `unused`: registry's answer to which packages no version needs, asked when the child exits)."""
-    return run_packaged(package=spec.package, spider=spec.spider, unused=unused, **crawl)
+    `unused`: registry's answer to which packages no version needs, asked when the child exits; `project`: the
+    project's settings module and how it joins the composed settings)."""
+    return run_packaged(package=spec.package, spider=spec.spider, unused=unused, project=project, **crawl)
 
 
 def run_packaged(
@@ -42,6 +46,7 @@ def run_packaged(
     on_tick: Callable[[CrawlSession], str],
     tick_seconds: float = 1.0,
     unused: Unused | None = None,
+    project: ProjectLayer | None = None,
 ) -> tuple[CrawlResult, CrawlSession]:
     """run_spider for a packaged version. Raises PackageUnavailable before the crawl if the package cannot run."""
     child = child_for(package, pool=pool, unused=unused)
@@ -49,7 +54,8 @@ def run_packaged(
     scope = CallScope.of_crawl(settings=settings, spider_kwargs=spider_kwargs)
     settings = {**settings, REDIS_SETTING: child.redis.url}  # the child's own Redis user, never the worker's
     child_redis_keys(child.redis, crawl=settings)  # this crawl's frontier and incremental cache, no other's
-    child.send(cmd="crawl", job=crawl_id, spider=spider, settings=settings, kwargs=spider_kwargs)
+    layer = project.message() if project is not None else None
+    child.send(cmd="crawl", job=crawl_id, spider=spider, settings=settings, kwargs=spider_kwargs, project=layer)
     deadline = time.monotonic() + timeout
     screenshots_max = int(settings["TRAWL_RENDER_SCREENSHOTS_MAX"])
     stopped_because, stop_deadline, end = "", None, None

@@ -21,6 +21,7 @@ from project.redis.installation import installation_id
 from runtime.guard.schemes import GATE, GATE_ORDER, SCHEMES_SETTING, allowed_schemes, download_handlers
 from runtime.packaged.children import ChildPool
 from runtime.settings.enforced import COMPONENTS_SETTING, ENFORCED, GUARD, GUARD_ORDER
+from runtime.settings.project import ProjectLayer
 from runtime.spec import CrawlSpec
 
 COMPONENT_SETTINGS = {
@@ -102,6 +103,19 @@ def scrapy_settings_for(*, spec: CrawlSpec) -> dict[str, Any]:
     merged.setdefault("FEED_URI_PARAMS", "runtime.settings.feeds.feed_uri_params")
     with_trawl_defaults(merged)
     return with_pins(merged)
+
+
+def project_layer_for(*, spec: CrawlSpec) -> ProjectLayer | None:
+    """How a packaged project's own settings module joins the settings composed here (runtime.settings.project):
+    it replaces Trawl's defaults that no scraper, version or job option changed; the rest beats it."""
+    if not spec.settings_module:
+        return None
+    chosen = {
+        *spec.scraper_settings,
+        *spec.version_settings,
+        *(("USER_AGENT",) if spec.options.get("useragent") else ()),
+    }
+    return ProjectLayer(module=spec.settings_module, defaults=frozenset(set(settings.TRAWL_SCRAPY_SETTINGS) - chosen))
 
 
 def with_trawl_defaults(merged: dict[str, Any]) -> dict[str, Any]:

@@ -74,7 +74,9 @@ def test_deploy_builds_registers_and_waits_until_a_worker_built_it(worker, shop,
     assert "dshop 0.3.0 is ready" in printed
     version = ScraperVersion.objects.get(scraper__name="dshop", version="0.3.0")
     assert (version.package_status, version.is_default, version.spider) == ("ready", True, SPIDER)
-    assert "manage.py crawl http://127.0.0.1:8001/index.html --scraper dshop --version 0.3.0 --wait" in printed
+    # Its spider has a name and start_urls: the job names it and starts there.
+    assert "manage.py crawl --spider catalogue --scraper dshop --version 0.3.0 --wait" in printed
+    assert "live: dshop 0.3.0 is the default now" in printed
     # The build left nothing in the project's tree.
     assert not list(PROJECT.glob("*.egg-info")) and not (PROJECT / "build").exists()
 
@@ -102,7 +104,7 @@ def test_deploy_over_http_bumps_and_rolls_out_a_canary(worker, shop, api, live_s
     assert sorted(item["deployed"] for item in items) == [f"deployshop:Product {n}" for n in range(1, 7)]
 
 
-def test_deploy_refuses_a_wrong_token_and_an_ambiguous_project(live_server, tmp_path):
+def test_deploy_refuses_a_wrong_token_and_an_unknown_spider(live_server, tmp_path):
     with pytest.raises(CommandError, match="answered 401"):
         deploy("--scraper", "dshop", "--url", live_server.url, "--token", "not-a-token")
     # Registering code is for admins: an ordinary requester's token is refused before anything is created.
@@ -115,8 +117,8 @@ def test_deploy_refuses_a_wrong_token_and_an_ambiguous_project(live_server, tmp_
     spiders = project / "deployshop" / "spiders" / "shop.py"
     spiders.write_text(spiders.read_text() + "\n\nclass OtherSpider(CatalogueSpider):\n    name = 'other'\n")
     out = io.StringIO()
-    with pytest.raises(CommandError, match=r"2 spiders .*CatalogueSpider.*OtherSpider.*choose one with --spider"):
-        call_command("deploy", str(project), "--scraper", "dshop", stdout=out)
+    with pytest.raises(CommandError, match=r"no spider named 'nope' \(it has: catalogue, other\)"):
+        call_command("deploy", str(project), "--scraper", "dshop", "--spider", "nope", stdout=out)
 
 
 def test_a_failed_build_prints_its_package_log_and_fails_the_command(worker, tmp_path):

@@ -48,6 +48,28 @@ def test_scrapy_cfg_spider_modules_narrow_the_search(tmp_path):
     assert spider_pick(root).path == "shop.spiders.live.LiveSpider"
 
 
+def test_spiders_are_picked_by_name_and_the_first_by_name_is_the_default(tmp_path):
+    spider = "import scrapy\n\nclass {0}(scrapy.Spider):\n    name = '{1}'\n    start_urls = ['https://{1}.example/']\n"
+    root = project(tmp_path, {
+        "scrapy.cfg": "[settings]\ndefault = shop.settings\n",
+        "shop/__init__.py": "",
+        "shop/settings.py": "SPIDER_MODULES = ['shop.spiders']\n",
+        "shop/spiders/__init__.py": "",
+        "shop/spiders/toscrape-css.py": spider.format("CssSpider", "toscrape-css"),
+        "shop/spiders/books.py": spider.format("BooksSpider", "books"),
+    })  # fmt: skip
+
+    assert spider_pick(root).path == "shop.spiders.books.BooksSpider"
+    css = spider_pick(root, spider="toscrape-css")
+    assert (css.path, css.name, css.start_url) == (
+        "shop.spiders.toscrape-css.CssSpider",
+        "toscrape-css",
+        "https://toscrape-css.example/",
+    )
+    with pytest.raises(TrawlError, match=r"no spider named 'nope' \(it has: books, toscrape-css\)"):
+        spider_pick(root, spider="nope")
+
+
 def test_a_subclass_of_a_local_spider_makes_two(tmp_path):
     root = project(tmp_path, {
         "shop/__init__.py": "",

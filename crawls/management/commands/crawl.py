@@ -26,8 +26,14 @@ GENERAL = ("detail", "non_field_errors")  # how DRF names an error of the whole 
 
 def job_spec(opts: dict[str, Any], options: Any) -> dict[str, Any]:
     """The command's flags as the JSON body POST /api/jobs/ takes (flags left empty are left out, as in the API)."""
-    spec = {"url": opts["url"], "priority": opts["priority"], "options": options}
-    named = {"scraper": opts["scraper"], "version": opts["scraper_version"], "variant": opts["variant"]}
+    spec = {"priority": opts["priority"], "options": options}
+    named = {
+        "url": opts["url"],
+        "spider": opts["spider"],
+        "scraper": opts["scraper"],
+        "version": opts["scraper_version"],
+        "variant": opts["variant"],
+    }
     return spec | {name: value for name, value in named.items() if value}
 
 
@@ -49,7 +55,8 @@ class Command(BaseCommand):
         return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("url")
+        parser.add_argument("url", nargs="?", default="", help="where to start (optional with --spider)")
+        parser.add_argument("--spider", default="", help="a spider of the version by its name (scrapy crawl NAME)")
         parser.add_argument("--scraper", default="", help=f"default: {settings.TRAWL_DEFAULT_SCRAPER}")
         parser.add_argument("--version", dest="scraper_version", default="", help="exact scraper version to run")
         parser.add_argument("--variant", default="", help="stable, beta or canary")

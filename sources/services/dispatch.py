@@ -96,8 +96,15 @@ def sources_book_due(*, now: datetime, limit: int, busy: list[int] | QuerySet = 
         source.next_sync_at = now + timedelta(seconds=source.current_interval)
         source.schedule_note = f"dispatched {now:%Y-%m-%d %H:%M} UTC; the next run is planned when its job ends"
         dispatched.append(source)
+    # A deployed project's spider by its name: the source's config says which (`{"spider": "books"}`).
     specs = [
-        {"url": source.url, "scraper": source.scraper.name, "priority": source.priority, "source": source}
+        {
+            "url": source.url,
+            "spider": (source.config or {}).get("spider") or "",
+            "scraper": source.scraper.name,
+            "priority": source.priority,
+            "source": source,
+        }
         for source in dispatched
     ]
     # A source whose job request is invalid gets no job (logged); the others are not held back by it.

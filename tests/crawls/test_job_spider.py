@@ -77,3 +77,15 @@ def test_without_a_name_the_versions_own_spider_runs_and_an_in_process_version_c
     version = ScraperVersion.objects.get(scraper__name="link", is_default=True)
     assert spider_path_of(job=CrawlJob(spider=""), version=version) == version.spider == LINK_SPIDER
     assert spider_path_of(job=CrawlJob(spider="link"), version=version) == LINK_SPIDER
+
+
+def test_a_sources_config_names_the_spider_its_jobs_run(project_version):
+    from django.utils import timezone
+
+    from tests.sources.sources_helpers import dispatch, make_source
+
+    make_source(project_version.scraper, 1, next_sync_at=timezone.now(), config={"spider": "toscrape-css"})
+
+    (job,) = dispatch(now=timezone.now())
+
+    assert (job.spider, job.url) == ("toscrape-css", "http://shop.test/list-1.html")

@@ -5,20 +5,23 @@ from __future__ import annotations
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from crawls.filters import BatchFilters, JobFilters
 from crawls.logs.apis import LOG_PARAMETERS, LOG_RENDERERS, LOG_RESPONSES, job_log_response
 from crawls.runs import JobDetailSerializer
 from crawls.selectors import (
     batch_visible,
     batch_with_jobs,
+    batches_listed,
     batches_visible,
     job_screenshot_images,
     job_screenshots,
+    jobs_listed,
     jobs_visible,
 )
 from crawls.serializers import (
@@ -35,13 +38,18 @@ from crawls.services import batch_cancel, job_cancel, job_create
 from crawls.services.batches import batch_create
 from items.apis import EXPORT_RENDERERS, job_items_export
 from items.selectors import job_sightings
+from project.web.query import QueryChecked, QueryParams
 
 
-class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+@extend_schema_view(list=extend_schema(parameters=[JobFilters]))
+class JobViewSet(QueryChecked, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
     lookup_value_regex = "[0-9a-f-]{36}"
+    query_params = {"list": JobFilters, "items": QueryParams, "screenshots": QueryParams}
 
     def get_queryset(self):
+        if self.action == "list":
+            return jobs_listed(requester=self.request.user, **self.filters)
         return jobs_visible(requester=self.request.user)
 
     def get_serializer_class(self):
@@ -109,11 +117,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return job_log_response(job=self.get_object(), params=request.query_params)
 
 
-class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+@extend_schema_view(list=extend_schema(parameters=[BatchFilters]))
+class BatchViewSet(QueryChecked, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = BatchSerializer
     lookup_value_regex = "[0-9a-f-]{36}"
+    query_params = {"list": BatchFilters}
 
     def get_queryset(self):
+        if self.action == "list":
+            return batches_listed(requester=self.request.user, **self.filters)
         batches = batches_visible(requester=self.request.user)
         return batch_with_jobs(batches) if self.action == "retrieve" else batches
 

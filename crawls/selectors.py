@@ -2,16 +2,49 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from access.models import Requester
 from crawls.models import ACTIVE_STATUSES, Batch, CrawlJob, JobScreenshot, JobStatus
 
 
 def jobs_visible(*, requester: Requester) -> QuerySet[CrawlJob]:
-    """Admins see every job; a requester only its own (others' are simply not found)."""
-    jobs = CrawlJob.objects.select_related("scraper", "version").order_by("-queued_at")
+    """Admins see every job; a requester only its own (others' are simply not found). Each job comes with its
+    `screenshot_count` (a subquery on the screenshots' job index: no join that would multiply the rows)."""
+    shots = JobScreenshot.objects.filter(job=OuterRef("pk")).order_by().values("job").annotate(n=Count("pk"))
+    jobs = (
+        CrawlJob.objects.select_related("scraper", "version")
+        .annotate(screenshot_count=Coalesce(Subquery(shots.values("n")), 0))
+        .order_by("-queued_at")
+    )
     return jobs if requester.is_admin else jobs.filter(requester=requester)
+
+
+# A list's filter (crawls.filters) → its lookup. Time ranges: `_since` at or after, `_before` strictly before.
+JOB_FILTERS = {
+    "scraper": "scraper__name",
+    "status": "status",
+    "error_class": "error_class",
+    "source": "source_id",
+    "batch": "batch_id",
+    "queued_since": "queued_at__gte",
+    "queued_before": "queued_at__lt",
+    "finished_since": "finished_at__gte",
+    "finished_before": "finished_at__lt",
+}
+BATCH_FILTERS = {
+    "status": "status",
+    "created_since": "created_at__gte",
+    "created_before": "created_at__lt",
+    "finished_since": "finished_at__gte",
+    "finished_before": "finished_at__lt",
+}
+
+
+def jobs_listed(*, requester: Requester, **filters: object) -> QuerySet[CrawlJob]:
+    """`jobs_visible` narrowed by the given filters (JOB_FILTERS' names)."""
+    return jobs_visible(requester=requester).filter(**{JOB_FILTERS[name]: value for name, value in filters.items()})
 
 
 def job_previous_run(*, job: CrawlJob) -> CrawlJob | None:
@@ -39,6 +72,12 @@ def batches_visible(*, requester: Requester) -> QuerySet[Batch]:
     return batches if requester.is_admin else batches.filter(requester=requester)
 
 
+def batches_listed(*, requester: Requester, **filters: object) -> QuerySet[Batch]:
+    """`batches_visible` narrowed by the given filters (BATCH_FILTERS' names)."""
+    lookups = {BATCH_FILTERS[name]: value for name, value in filters.items()}
+    return batches_visible(requester=requester).filter(**lookups)
+
+
 def batch_visible(*, requester: Requester, batch_id: object) -> Batch:
     """One batch as `batches_visible` reads it, with its live counts (DoesNotExist if the requester cannot see it)."""
     return batches_visible(requester=requester).get(pk=batch_id)
@@ -64,6 +103,10 @@ def batch_totals(batch: Batch) -> dict[str, int]:
 def job_screenshots(*, job: CrawlJob) -> QuerySet[JobScreenshot]:
     """The job's screenshots, oldest first, without their images (GET /api/jobs/{id}/screenshots/{n}/ sends one)."""
     return JobScreenshot.objects.filter(job=job).defer("image")
+
+
+def job_screenshot_count(*, job_id: object) -> int:
+    return JobScreenshot.objects.filter(job_id=job_id).count()
 
 
 def job_screenshot_images(*, job: CrawlJob) -> QuerySet[JobScreenshot]:

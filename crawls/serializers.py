@@ -7,7 +7,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from crawls.models import SPIDER_NAME_MAX, Batch, CrawlJob, JobScreenshot
-from crawls.selectors import batch_totals
+from crawls.selectors import batch_totals, job_screenshot_count
 from items.models import ItemSighting
 from project.messaging.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 from project.web.serializers import StrictSerializer, http_url
@@ -127,6 +127,8 @@ class JobSerializer(serializers.ModelSerializer):
     duration = serializers.FloatField(allow_null=True)
     items_url = serializers.SerializerMethodField()
     log_url = serializers.SerializerMethodField(help_text="The job's log as text/plain (`?tail=N`, `?level=`).")
+    screenshots_url = serializers.SerializerMethodField(help_text="The job's screenshots, each with its `image_url`.")
+    screenshot_count = serializers.SerializerMethodField()
 
     class Meta:
         model = CrawlJob
@@ -158,6 +160,8 @@ class JobSerializer(serializers.ModelSerializer):
             "source",
             "items_url",
             "log_url",
+            "screenshots_url",
+            "screenshot_count",
             "alerts",
         ]
 
@@ -166,6 +170,14 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_log_url(self, job: CrawlJob) -> str:
         return self._link(f"/api/jobs/{job.pk}/log/")
+
+    def get_screenshots_url(self, job: CrawlJob) -> str:
+        return self._link(f"/api/jobs/{job.pk}/screenshots/")
+
+    def get_screenshot_count(self, job: CrawlJob) -> int:
+        # Lists come counted (crawls.selectors.jobs_visible); a single job just made or cancelled is counted here.
+        counted = getattr(job, "screenshot_count", None)
+        return job_screenshot_count(job_id=job.pk) if counted is None else counted
 
     def _link(self, path: str) -> str:
         request = self.context.get("request")

@@ -9,18 +9,24 @@ from celery import shared_task
 from crawls.services.batch_runs import batch_finalize, batch_launch, batches_sweep
 from crawls.services.execution import job_execute
 from crawls.services.reaper import jobs_reap
+from crawls.worker.failures import CrawlFailed, crawl_failure_raise
 from project.messaging.messages import shared_task_aliased
 
 
 # `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth. The result (Flower's
-# "Result" column; the state is SUCCESS whatever the outcome, so that chords complete) starts with the job's status
-# and URL: `{'status': 'failed', 'url': '...', 'error_class': 'http_5xx', ...}`.
+# "Result" column) starts with the job's status and URL: `{'status': 'succeeded', 'url': '...', ...}`; a failed crawl
+# is FAILURE with `CrawlFailed('http_5xx: ...')`, which a chord counts like any result (crawls.worker.failures).
+# `throws`: an expected outcome, logged in a line, not as a worker error with a traceback.
 # `shard` > 0: one more process for a job with `parallelism` > 1, sharing its frontier (crawls.services.shards).
-@shared_task(bind=True, name="crawls.tasks.run_crawl", acks_late=True, reject_on_worker_lost=True)
+@shared_task(
+    bind=True, name="crawls.tasks.run_crawl", acks_late=True, reject_on_worker_lost=True, throws=(CrawlFailed,)
+)
 def run_crawl(self, job_id: str, attempt: int = 1, url: str = "", shard: int = 0) -> dict:
     worker = f"{self.request.hostname or 'local'}/{os.getpid()}"
     soft_limit = (self.request.timelimit or (None, None))[1]  # the slot's limits bound which job may take it
-    return job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit, shard=shard)
+    result = job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit, shard=shard)
+    crawl_failure_raise(result)
+    return result
 
 
 # On the crawls queue: the machine that builds it is one that runs its crawls (its first job starts warm there).

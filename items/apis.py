@@ -6,57 +6,39 @@ import csv
 import io
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, renderers, viewsets
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import mixins, renderers, serializers, viewsets
 from rest_framework.request import Request
 
 from items.models import Item
 from items.selectors import items_visible, job_item_data, job_sightings
 from items.serializers import ItemSerializer
-from project.errors import TrawlError
+from project.web.query import MomentField, QueryChecked, QueryParams
 
 EXPORT_COLUMNS = ("id", "fingerprint", "url", "change", "first_seen", "last_seen", "changed_at")
 EXPORT_CHUNK = 500
 
 
-class ItemViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
-    serializer_class = ItemSerializer
+class ItemFilters(QueryParams):
+    changed_since = MomentField(help_text="Only items whose content changed at or after it (ISO 8601).")
+    changed_before = MomentField(help_text="Only items whose content last changed before it.")
+    scraper = serializers.CharField(help_text="The scraper's name.")
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "changed_since", OpenApiTypes.DATETIME, description="Only items whose content changed at or after it."
-            )
-        ]
-    )
+
+@extend_schema_view(list=extend_schema(parameters=[ItemFilters]))
+class ItemViewSet(QueryChecked, mixins.ListModelMixin, viewsets.GenericViewSet):
+    serializer_class = ItemSerializer
+    query_params = {"list": ItemFilters}
+
     def list(self, request: Request, *args, **kwargs):
         """Items you can see (those your jobs saw; admins: all), most recently changed first, with price history."""
         return super().list(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Item]:
-        since = self.request.query_params.get("changed_since")
-        return items_visible(requester=self.request.user, changed_since=changed_since_parse(since) if since else None)
-
-
-def changed_since_parse(value: str) -> datetime:
-    """An ISO 8601 date-time, as UTC. Naive values are UTC; odd offsets (PostgreSQL refuses beyond ±15:59) are
-    converted here so the database only ever sees UTC."""
-    try:
-        moment = parse_datetime(value.replace(" ", "+"))  # a "+01:00" offset arrives as " 01:00" unless encoded
-        if moment is None:
-            raise ValueError(value)
-        if timezone.is_naive(moment):
-            moment = timezone.make_aware(moment, UTC)
-        return moment.astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise TrawlError("changed_since must be an ISO 8601 date-time", field="changed_since") from None
+        return items_visible(requester=self.request.user, **self.filters)
 
 
 class JSONLinesRenderer(renderers.BaseRenderer):

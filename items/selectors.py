@@ -10,14 +10,25 @@ from access.models import Requester
 from items.models import Item, ItemSighting
 
 
-def items_visible(*, requester: Requester, changed_since: datetime | None = None) -> QuerySet[Item]:
+def items_visible(
+    *,
+    requester: Requester,
+    changed_since: datetime | None = None,
+    changed_before: datetime | None = None,
+    scraper: str | None = None,
+) -> QuerySet[Item]:
     """Admins see every item; a requester its own (those its jobs produced: access.tenancy). Most recently changed
-    first, with scraper, category and price history loaded; `changed_since`: only items changed at or after it."""
+    first, with scraper, category and price history loaded; `changed_since`/`changed_before`: only items last changed
+    at or after / before it; `scraper`: only the scraper of this name's."""
     items = Item.objects.select_related("scraper", "category").prefetch_related("price_changes")
     if not requester.is_admin:
         items = items.filter(tenant=requester)
     if changed_since is not None:
         items = items.filter(changed_at__gte=changed_since)
+    if changed_before is not None:
+        items = items.filter(changed_at__lt=changed_before)
+    if scraper is not None:
+        items = items.filter(scraper__name=scraper)
     return items.order_by("-changed_at", "-pk")
 
 

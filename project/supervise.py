@@ -4,7 +4,9 @@ with backoff, instead of stopping the whole stack (as honcho does when one proce
 A dependency that blinks (Redis restarted, the database away) can still make a process exit — Celery's main process
 has exited on Redis reconnection bugs — and a development stack where one crash silently stops web, beat, Flower and
 the demo hides the cause. Here the process is started again, the reason logged, and the others go on. Ctrl-C or
-SIGTERM stops everything.
+SIGTERM stops everything, whatever our output goes to: under `make run | tee run.log` the terminal's Ctrl-C kills tee
+too, so every write after it fails (EPIPE); the children are signalled before anything is written, and output that
+cannot be written is dropped instead of ending the supervisor with its children still running.
 """
 
 from __future__ import annotations
@@ -67,8 +69,11 @@ class Supervisor:
     def say(self, name: str, message: str) -> None:
         stamp = time.strftime("%H:%M:%S")
         with self._write_lock:
-            self.out.write(f"{stamp} {name + '.1':<{self.width}} | {message}\n")
-            self.out.flush()
+            try:
+                self.out.write(f"{stamp} {name + '.1':<{self.width}} | {message}\n")
+                self.out.flush()
+            except (OSError, ValueError):  # the reader went away (BrokenPipeError) or the stream is closed
+                self.out = _output_discarded(self.out)
 
     def start(self, entry: Supervised) -> None:
         # exec: the shell expands $VARS (as in any Procfile) and is then replaced by the process itself, so the
@@ -127,9 +132,10 @@ class Supervisor:
 
     def stop_all(self) -> int:
         running = [entry for entry in self.processes if entry.process and entry.process.poll() is None]
-        for entry in running:
-            self.say("system", f"sending SIGTERM to {entry.name}.1 (pid {entry.process.pid})")
+        for entry in running:  # every child first: saying so is a write that may fail or block
             _signal_group(entry.process, signal.SIGTERM)
+        for entry in running:
+            self.say("system", f"sent SIGTERM to {entry.name}.1 (pid {entry.process.pid})")
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for entry in running:
             try:
@@ -149,9 +155,25 @@ def _signal_group(process: subprocess.Popen, signum: int) -> None:
         os.killpg(process.pid, signum)
 
 
+def _output_discarded(out):
+    """Where output goes once its reader is gone: the same descriptor pointed at /dev/null when there is one, so
+    whatever is still buffered (and the interpreter's flush at exit) goes nowhere quietly, else /dev/null itself."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, out.fileno())
+        return out
+    except (OSError, ValueError, AttributeError):  # not a file (a StringIO), or already closed
+        return open(os.devnull, "w")  # lives as long as the supervisor
+    finally:
+        os.close(devnull)
+
+
 def supervise(procfile: Path, *, cwd: Path, on_started: Callable[[Supervisor], None] | None = None) -> int:
     """Run the Procfile until SIGINT/SIGTERM; what devrun calls."""
     supervisor = Supervisor(procfile_read(procfile), cwd=cwd)
+    # A write to a pipe nobody reads fails with EPIPE (handled in `say`) instead of killing us before the children
+    # are stopped; the children get SIGPIPE's default back (Popen's restore_signals).
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, supervisor.request_stop)
     signal.signal(signal.SIGTERM, supervisor.request_stop)
     return supervisor.run(on_started=on_started)

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from access.permissions import IsAdminRequester
+from project.web.query import QueryChecked, QueryParams
 from registry.models import Scraper
 from registry.selectors import (
     WINDOWS,
@@ -48,10 +49,11 @@ WINDOW_PARAM = OpenApiParameter(
 )
 
 
-class ScraperViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ScraperViewSet(QueryChecked, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Scrapers (a site key or job type) with their versions and traffic split."""
 
     permission_classes = [IsAdminRequester]
+    query_params = {"list": QueryParams}
     serializer_class = ScraperSerializer
     lookup_field = "name"
     lookup_value_regex = SCRAPER_NAME
@@ -97,10 +99,11 @@ class ScraperViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     deprecate=extend_schema(parameters=[SCRAPER_PARAM]),
     promote=extend_schema(parameters=[SCRAPER_PARAM]),
 )
-class VersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class VersionViewSet(QueryChecked, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """A scraper's versions, newest first by semantic version."""
 
     permission_classes = [IsAdminRequester]
+    query_params = {"list": QueryParams}
     parser_classes = [JSONParser, MultiPartParser]  # a version's fields as JSON, or as a form beside its wheel
     serializer_class = VersionSerializer
     lookup_field = "version"

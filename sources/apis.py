@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,40 +13,41 @@ from access.permissions import IsAdminRequester
 from crawls.runs import RunSerializer
 from crawls.serializers import JobSerializer
 from project.errors import TrawlError
-from sources.models import Source
+from project.web.query import QueryChecked, QueryParams
+from sources.models import Source, SourceKind
 from sources.selectors import source_runs, sources_listed
 from sources.serializers import SourceCreateSerializer, SourceInputSerializer, SourceSerializer
 from sources.services.sources import source_crawl_now, source_create, source_delete, source_update
 
-FILTERS = [
-    OpenApiParameter("kind", OpenApiTypes.STR, description="hub, list, product or sitemap"),
-    OpenApiParameter("scraper", OpenApiTypes.STR, description="scraper name"),
-    OpenApiParameter("enabled", OpenApiTypes.BOOL),
-    OpenApiParameter("due", OpenApiTypes.BOOL, description="true: enabled and due now"),
-    OpenApiParameter("parent", OpenApiTypes.INT, description="sources discovered by this one"),
-]
+
+class SourceFilters(QueryParams):
+    kind = serializers.ChoiceField(choices=SourceKind.choices)
+    scraper = serializers.CharField(help_text="The scraper's name.")
+    enabled = serializers.BooleanField()
+    due = serializers.BooleanField(help_text="true: enabled and due now")
+    parent = serializers.IntegerField(min_value=1, help_text="Sources discovered by this one.")
 
 
-@extend_schema_view(list=extend_schema(parameters=FILTERS))
-class SourceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+@extend_schema_view(list=extend_schema(parameters=[SourceFilters]))
+class SourceViewSet(QueryChecked, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Sources beat dispatches on their own rhythm: often when they change, rarely when they do not, later when a
     site blocks us, only inside their crawl window. `next_sync_at` is the next run, `schedule_note` says why."""
 
     permission_classes = [IsAdminRequester]
     serializer_class = SourceSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    query_params = {"list": SourceFilters, "runs": QueryParams}
 
     def get_queryset(self) -> QuerySet[Source]:
-        params = self.request.query_params
-        if params.get("parent") and not params["parent"].isdigit():
-            raise TrawlError("parent is a source id", field="parent")
-        enabled = params.get("enabled")
+        if self.action != "list":
+            return sources_listed()
+        filters = self.filters
         return sources_listed(
-            kind=params.get("kind"),
-            scraper_name=params.get("scraper"),
-            parent_id=params.get("parent"),
-            enabled=enabled == "true" if enabled in ("true", "false") else None,
-            due=params.get("due") == "true",
+            kind=filters.get("kind"),
+            scraper_name=filters.get("scraper"),
+            parent_id=filters.get("parent"),
+            enabled=filters.get("enabled"),
+            due=filters.get("due", False),
         )
 
     @extend_schema(request=SourceCreateSerializer, responses={201: SourceSerializer})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -70,3 +71,58 @@ def test_a_crashing_process_is_restarted_and_the_others_keep_running(tmp_path):
     assert not alive(pid), "SIGTERM to the supervisor left a process running"
     assert "crasher.1 exited (rc=3)" in output and "restarting in 1s" in output and "restarting in 2s" in output
     assert "crashing now" in output  # each process's own output is relayed, prefixed with its name
+
+
+def test_ctrl_c_under_tee_stops_every_process(tmp_path):
+    """`make run 2>&1 | tee run.log`, then Ctrl-C: the terminal sends SIGINT to the whole process group, tee dies,
+    and every write the supervisor makes after that fails. Every child must still be stopped."""
+    python = sys.executable
+    pid_files = [tmp_path / "quiet.pid", tmp_path / "chatty.pid"]
+    quiet = f"import os, time; open({str(pid_files[0])!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    chatty = (
+        f"import os, time; open({str(pid_files[1])!r}, 'w').write(str(os.getpid()))\n"
+        "while True: print('x' * 200, flush=True); time.sleep(0.01)"
+    )
+    (tmp_path / "chatty.py").write_text(chatty)
+    (tmp_path / "Procfile").write_text(f'quiet: {python} -c "{quiet}"\nchatty: {python} {tmp_path / "chatty.py"}\n')
+    supervisor_pid = tmp_path / "supervisor.pid"
+    supervise = f"{python} -m project.supervise {tmp_path / 'Procfile'}"
+    # A shell pipeline in a session of its own: the shell, the supervisor and tee share one process group, as they
+    # would under a terminal.
+    pipeline = subprocess.Popen(
+        [
+            "/bin/sh",
+            "-c",
+            f"/bin/sh -c 'echo $$ > {supervisor_pid}; exec {supervise}' 2>&1 | tee {tmp_path / 'run.log'}",
+        ],
+        cwd=BASE_DIR,
+        env={**os.environ, "PYTHONPATH": str(BASE_DIR)},
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    pids = []
+    try:
+        for path in pid_files:
+            wait_until(lambda path=path: path.exists() and path.read_text(), timeout=30, what=f"{path.name} written")
+            pids.append(int(path.read_text()))
+        pids.append(int(supervisor_pid.read_text()))
+        os.killpg(pipeline.pid, signal.SIGINT)  # the terminal's Ctrl-C
+        pipeline.wait(timeout=10)
+        wait_until(
+            lambda: not any(running(pid) for pid in pids), timeout=60, what="the supervisor and its children gone"
+        )
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pipeline.pid, signal.SIGKILL)
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a process whose parent died is reaped by whoever adopts it, perhaps later)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from access.permissions import IsAdminRequester
 from project.errors import TrawlError
+from project.web.query import QueryChecked, QueryParams
 from throttling.models import DomainThrottle
 from throttling.selectors import domain_throttles
 from throttling.serializers import ThrottleCreateSerializer, ThrottleInputSerializer, ThrottleSerializer
@@ -24,7 +25,7 @@ from throttling.services import (
 )
 
 
-class ThrottleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ThrottleViewSet(QueryChecked, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Politeness per domain: `rate`/`burst` for the domain's bucket shared by every worker, `ip_rate`/`ip_burst`
     for each (egress IP, domain) bucket, `scale` (0..1) on both rates, `blocked`, `adaptive` (default true: the
     cluster slows down while the site slows or errors). Rates are requests per second; `effective_rate` is what the
@@ -35,6 +36,7 @@ class ThrottleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     serializer_class = ThrottleSerializer
     lookup_field = "domain"
     lookup_value_regex = r"[^/]+"
+    query_params = {"list": QueryParams}
 
     def get_queryset(self):
         return domain_throttles()

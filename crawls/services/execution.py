@@ -52,7 +52,7 @@ TICK_SECONDS = 0.5  # how often the task thread drains items and reads the cance
 def job_execute(
     *, job_id: str, attempt: int, worker: str, slot_soft_limit: float | None = None, shard: int = 0
 ) -> dict[str, Any]:
-    """Run a job end to end. Crawl failures are returned in the result, never raised (chords must complete).
+    """Run a job end to end. Crawl failures are returned in the result, never raised (the task raises them).
 
     The message is a slot at its priority: the job that runs may be another requester's (crawls/fairshare.py).
     A shard message (`shard` > 0) is not a slot: it joins its own job, a parallel one already running."""
@@ -246,11 +246,13 @@ def _spider_kwargs(job: CrawlJob) -> dict[str, Any]:
 
 
 def _result(job: CrawlJob) -> dict[str, Any]:
-    """The task's result: status and URL first, because Flower shows its start (and calls every crawl SUCCESS)."""
+    """The task's result: status and URL first, because Flower shows its start (the task raises it as CrawlFailed
+    for a failed crawl: crawls.worker.failures)."""
     return {
         "status": job.status,
         "url": job.url,
         "error_class": job.error_class,
+        "error": (job.error_message or "").strip().split("\n", 1)[0][:300],
         "job_id": str(job.pk),
         "stats": job.stats,
     }

@@ -19,6 +19,13 @@ def hide_environment(**_kwargs) -> None:
     undumpable()
 
 
+def quiet_chord_failures(**_kwargs) -> None:
+    # In the main process, before the pool forks: a batch's chord with a failed crawl is logged in a line.
+    from crawls.worker.failures import chord_failure_logs_quieted
+
+    chord_failure_logs_quieted()
+
+
 def start_reactor(**_kwargs) -> None:
     # The reactor must be installed in the pool process itself, never in the parent that forks it.
     from runtime.bridge.reactor import ensure_reactor
@@ -44,6 +51,7 @@ def hand_crawls_back(**_kwargs) -> None:
 def connect() -> None:
     # dispatch_uid: connecting twice (ready() run again by a test) must not run a receiver twice.
     worker_init.connect(hide_environment, weak=False, dispatch_uid="crawls.hide_environment")
+    worker_init.connect(quiet_chord_failures, weak=False, dispatch_uid="crawls.quiet_chord_failures")
     worker_process_init.connect(start_reactor, weak=False, dispatch_uid="crawls.start_reactor")
     worker_process_shutdown.connect(close_browser, weak=False, dispatch_uid="crawls.close_browser")
     worker_shutting_down.connect(hand_crawls_back, weak=False, dispatch_uid="crawls.hand_crawls_back")

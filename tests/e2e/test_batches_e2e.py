@@ -134,7 +134,33 @@ def test_batch_of_20_with_3_bad_jobs_yields_one_signed_batch_completed(
     assert completed_job.json["data"]["stats"]["pages"] == 1
     detail = api.get(f"/api/batches/{batch['id']}/").json()
     assert (detail["status"], detail["done"], detail["totals"]["succeeded"]) == ("completed", 20, 17)
+    # The result backend (what Flower and `celery result` read) says FAILURE with the error class for the failed
+    # crawls, SUCCESS for the others: the chord still counted every one and the batch completed.
+    failed_ids = {job["id"]: job["error_class"] for job in data["jobs"] if job["status"] == "failed"}
+    states = crawl_task_states({job["id"] for job in data["jobs"]})
+    assert {job_id for job_id, (state, _) in states.items() if state == "FAILURE"} == set(failed_ids), states
+    for job_id, error_class in failed_ids.items():
+        _, exc = states[job_id]
+        assert type(exc).__name__ == "CrawlFailed" and str(exc).startswith(f"{error_class}: "), repr(exc)
+    assert sum(state == "SUCCESS" for state, _ in states.values()) == 17
+    # ... and the worker logs that chord's error turn in a line, not as an error with a traceback.
+    crawl_log = cluster.crawlers.log_tail(lines=100_000)
+    assert "a crawl failed" in crawl_log and "raised: ChordError" not in crawl_log
     assert_exactly_one_batch_completed(receiver, batch["id"])
+
+
+def crawl_task_states(job_ids: set[str]) -> dict[str, tuple[str, object]]:
+    """Each job's run_crawl as the result backend stored it: (state, result or exception), by job id."""
+    from project.celery import app
+
+    backend = app.backend
+    states = {}
+    for key in backend.client.scan_iter(match=backend.get_key_for_task("*")):
+        meta = backend.decode_result(backend.client.get(key))
+        args = meta.get("args") or []
+        if meta.get("name") == "crawls.tasks.run_crawl" and args and args[0] in job_ids:
+            states[args[0]] = (meta["status"], meta["result"])
+    return states
 
 
 def test_cancelled_batch_stops_its_running_crawls_and_completes_cancelled(api, builtins, slow_site, cluster, receiver):

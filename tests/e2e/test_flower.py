@@ -146,9 +146,12 @@ def test_flower_lists_job_id_url_and_outcome(flower, api, builtins, site, job_wa
 
     shown = flower_task(flower, job["id"])
     assert shown is not None, f"flower never showed run_crawl for {job['id']}"
-    # Celery SUCCESS (failures are returned, so batches' chords complete): the outcome leads the Result column.
-    assert shown["state"] == "SUCCESS"
-    assert shown["result"].startswith(f"{{'status': 'failed', 'url': '{url}', 'error_class': 'http_4xx'"), shown
+    # A failed crawl is a Celery FAILURE (Flower's Failed tile counts it), its error class first in the exception.
+    assert shown["state"] == "FAILURE"
+    assert shown["exception"].startswith("CrawlFailed('http_4xx: "), shown
+    assert f"(job {job['id']}, {url})" in shown["exception"]
+    workers = json.loads(get(f"{flower}/workers?json=1")[1] or b"{}").get("data", [])  # the Failed tile
+    assert sum(worker.get("task-failed", 0) for worker in workers) >= 1, workers
     assert shown["args"] == f"['{job['id']}', 1]" and url in shown["kwargs"]
     # The list page shows those columns (Flower's default list has neither args, kwargs, result nor exception).
     status, page = get(f"{flower}/tasks")

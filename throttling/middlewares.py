@@ -1,5 +1,4 @@
-"""Trawl's downloader middlewares: the cluster-wide throttle (tokens and in-flight slots) and User-Agent rotation
-(useragents.py; proxies: proxies.py; what the throttle needs around it: crawling.py; slots: slots.py).
+"""Trawl's downloader middlewares: the cluster-wide throttle (tokens; in-flight slots.py) and User-Agent rotation.
 
 They run in the reactor thread. Anything that may take time (Redis, the database) is awaited on the asyncio loop
 or run in a thread: the reactor is never blocked. Settings are read once, in `from_crawler`.

@@ -9,8 +9,7 @@ them written ahead, and a live shard stores them (runtime.frontier). When the en
 asks the frontier whether the job is done: it keeps the spider open while any shard still holds requests
 that may yield more, and lets it close once the queue is empty and nothing is in flight anywhere.
 
-Start requests are always checked against the seen-set, even with `dont_filter`: a resumed attempt or a second shard
-runs the spider's start() again, and must not fetch the start URL a second time.
+Start requests are checked against the seen-set even with `dont_filter`: a resumed attempt or shard runs start() again.
 
 The shard's lease is renewed by a thread of its own (runtime.frontier.LeaseKeeper), not by the reactor, which a long
 callback or a full item queue may hold. A frontier that Redis lost (runtime.frontier.leases: its epoch is gone) stops

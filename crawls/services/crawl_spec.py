@@ -16,6 +16,7 @@ def crawl_spec_build(*, job: CrawlJob, version: ScraperVersion) -> CrawlSpec:
         version=version.version,
         spider=version.spider,
         options=dict(job.options or {}),
+        args=dict(job.args or {}),
         source_id=job.source_id,
         source_config=dict(job.source.config or {}) if job.source_id else {},
         guarded=bool(job.requester_id and not job.requester.is_admin),

@@ -97,7 +97,13 @@ def sources_book_due(*, now: datetime, limit: int, busy: list[int] | QuerySet = 
         source.schedule_note = f"dispatched {now:%Y-%m-%d %H:%M} UTC; the next run is planned when its job ends"
         dispatched.append(source)
     specs = [
-        {"url": source.url, "scraper": source.scraper.name, "priority": source.priority, "source": source}
+        {
+            "url": source.url,
+            "scraper": source.scraper.name,
+            "priority": source.priority,
+            "args": source.args,
+            "source": source,
+        }
         for source in dispatched
     ]
     # A source whose job request is invalid gets no job (logged); the others are not held back by it.

@@ -12,7 +12,7 @@ from items.models import ItemSighting
 from project.messaging.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 from project.web.serializers import StrictSerializer, http_url
 from registry.models import Variant
-from runtime.inputs.args import MAX_VALUE_CHARS, SpiderArgsError, spider_args_check
+from runtime.inputs.args import MAX_VALUE_CHARS, SHAPE, SpiderArgsError, spider_args_check
 from runtime.inputs.checks import config_check
 from runtime.inputs.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile
 
@@ -64,6 +64,7 @@ def spider_args_field() -> serializers.DictField:
         child=ArgumentValue(),
         required=False,
         validators=[spider_args],
+        error_messages={"not_a_dict": SHAPE.replace("{", "{{").replace("}", "}}")},  # DRF formats it
         help_text='Spider arguments, as `scrapy crawl -a NAME=VALUE` passes them: {"category": "books"} (strings).',
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+SHAPE = 'args is an object of strings, e.g. {"category": "books"}'
 MAX_ARGS = 50
 MAX_NAME_CHARS = 100
 MAX_VALUE_CHARS = 10_000
@@ -64,7 +65,7 @@ def spider_args_check(args: Any) -> None:
     if args is None:
         return
     if not isinstance(args, Mapping):
-        raise SpiderArgsError('args is an object of strings, e.g. {"category": "books"}')
+        raise SpiderArgsError(SHAPE)
     if len(args) > MAX_ARGS:
         raise SpiderArgsError(f"at most {MAX_ARGS} arguments, got {len(args)}")
     for name, value in args.items():

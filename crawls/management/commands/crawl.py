@@ -32,7 +32,7 @@ def job_spec(opts: dict[str, Any], options: Any) -> dict[str, Any]:
         "scraper": opts["scraper"],
         "version": opts["scraper_version"],
         "variant": opts["variant"],
-        "args": spider_args_parsed(opts.get("args") or []),
+        "args": spider_args_parsed(opts.get("spider_args") or []),
     }
     return spec | {name: value for name, value in named.items() if value}
 
@@ -80,7 +80,7 @@ class Command(BaseCommand):
         parser.add_argument("--options", default="{}", help="JSON crawl options, e.g. '{\"maxdepth\": 2}'")
         parser.add_argument(
             "-a",
-            dest="args",
+            dest="spider_args",
             action="append",
             default=[],
             metavar="NAME=VALUE",

@@ -73,6 +73,8 @@ class CrawlJob(models.Model):
     error_class = models.CharField(max_length=20, choices=ErrorClass.choices, blank=True)
     error_message = models.TextField(blank=True)
     options = models.JSONField(default=dict, blank=True)
+    # Spider arguments (strings), the spider's keyword arguments as scrapyd passes them (runtime/inputs/args.py).
+    args = models.JSONField(default=dict, blank=True)
     callback_url = models.URLField(max_length=2000, blank=True)
     # Monitor breaches found when the job ended: [{"monitor", "expected", "actual"}] (registry.monitors).
     alerts = models.JSONField(default=list, blank=True)

@@ -12,6 +12,7 @@ from items.models import ItemSighting
 from project.messaging.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 from project.web.serializers import StrictSerializer, http_url
 from registry.models import Variant
+from runtime.inputs.args import MAX_VALUE_CHARS, SHAPE, SpiderArgsError, spider_args_check
 from runtime.inputs.checks import config_check
 from runtime.inputs.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile
 
@@ -36,6 +37,36 @@ def nested_error(field: str, message: str) -> dict:
     """`allow.0` → {"allow": {"0": [message]}}: how DRF shapes the errors of nested fields."""
     head, _, rest = field.partition(".")
     return {head: nested_error(rest, message) if rest else [message]}
+
+
+class ArgumentValue(serializers.CharField):
+    """A spider argument's value as sent: a string (a number is refused, not turned into one), spaces kept."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(trim_whitespace=False, allow_blank=True, max_length=MAX_VALUE_CHARS, **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def spider_args(args: dict) -> None:
+    """Names and count of spider arguments, checked as the job's service checks them (runtime/inputs/args.py)."""
+    try:
+        spider_args_check(args)
+    except SpiderArgsError as exc:
+        raise serializers.ValidationError(exc.message) from None
+
+
+def spider_args_field() -> serializers.DictField:
+    return serializers.DictField(
+        child=ArgumentValue(),
+        required=False,
+        validators=[spider_args],
+        error_messages={"not_a_dict": SHAPE.replace("{", "{{").replace("}", "}}")},  # DRF formats it
+        help_text='Spider arguments, as `scrapy crawl -a NAME=VALUE` passes them: {"category": "books"} (strings).',
+    )
 
 
 class JobOptionsSerializer(StrictSerializer):
@@ -106,6 +137,7 @@ class JobCreateSerializer(StrictSerializer):
     priority = serializers.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT)
     callback_url = serializers.URLField(max_length=2000, required=False, validators=[http_url])
     options = JobOptionsSerializer(required=False)
+    args = spider_args_field()
     parallelism = serializers.IntegerField(
         min_value=1,
         max_value=settings.TRAWL_MAX_PARALLELISM,
@@ -156,6 +188,7 @@ class JobSerializer(serializers.ModelSerializer):
             "error_class",
             "error",
             "options",
+            "args",
             "callback_url",
             "source",
             "items_url",

@@ -46,6 +46,9 @@ TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {
     # Stops a crawl whose error rate passed its TRAWL_MONITORS max_error_rate; counts field coverage for monitors.
     "runtime.watch.watchdogs.ErrorRateWatchdog": 0,
     "runtime.watch.watchdogs.FieldCoverage": 0,
+    # Counts the exceptions item pipelines raise (Scrapy counts only a callback's): both count towards
+    # TRAWL_MAX_SPIDER_ERRORS.
+    "runtime.watch.item_errors.ItemErrorStats": 0,
 }
 TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     # Before Scrapy's UserAgentMiddleware (500), which only fills in a User-Agent when none is set.
@@ -242,8 +245,12 @@ TRAWL_PACKAGE_CHILD_REDIS_ACL = env.PACKAGE_CHILD_REDIS_ACL
 # --- Operations: job logs, monitors, stalls, retention (see docs/operations.md) ------------------------
 # A crawl with no response and no item for this long is stopped and fails `stalled` (a version may set its own).
 TRAWL_STALL_SECONDS = env.STALL_SECONDS
-# Exceptions in a crawl's callbacks and item pipelines before it is stopped and fails `spider_error` (0: never).
+# Exceptions a crawl's callbacks and item pipelines may raise before its job fails `spider_error` at its end: more
+# than TRAWL_MAX_SPIDER_ERRORS, and more than TRAWL_MAX_SPIDER_ERROR_SHARE of the pages and items it handled. So by
+# default a small crawl fails at its first exception, and one bad item in thousands does not fail a big one, but a
+# pipeline raising on every other item does (docs/operations.md).
 TRAWL_MAX_SPIDER_ERRORS = 0
+TRAWL_MAX_SPIDER_ERROR_SHARE = 0.01
 # The most one page's item extraction by the `selectors` spider may take (seconds).
 TRAWL_SELECTORS_PAGE_SECONDS = 5.0
 # Finished jobs (with logs, sightings, deliveries) older than this are deleted by beat; items stay.

@@ -30,6 +30,7 @@ class CrawlSpec:
     version: str  # the version's semantic version
     spider: str  # dotted path to the Spider class (inside its package's environment for a packaged version)
     options: dict[str, Any] = field(default_factory=dict)  # the job's crawl options, as submitted
+    args: dict[str, str] = field(default_factory=dict)  # the job's spider arguments (runtime/inputs/args.py)
     source_id: int | None = None  # the source the job crawls, None for an ad-hoc job
     source_config: dict[str, Any] = field(default_factory=dict)
     # A non-admin requester's job: the private-target guard applies (scheduled work crawls sources an admin added).

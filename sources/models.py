@@ -44,6 +44,9 @@ class Source(models.Model):
     current_interval = models.PositiveIntegerField(default=3600)
     next_sync_at = models.DateTimeField(default=timezone.now, db_index=True)
     config = models.JSONField(default=dict, blank=True, help_text="Cookies, headers, selectors, proxy group...")
+    args = models.JSONField(
+        default=dict, blank=True, help_text="Spider arguments (strings) every job of the source passes."
+    )
     enabled = models.BooleanField(default=True)
     window_start_hour = models.PositiveSmallIntegerField(
         null=True, blank=True, validators=[MaxValueValidator(23)], help_text="Crawls start from this hour (local)..."

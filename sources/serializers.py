@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from crawls.serializers import spider_args_field
 from project.messaging.brokers import PRIORITY_MAX, PRIORITY_MIN
 from project.web.serializers import StrictSerializer, http_url
 from registry.monitors import monitors_valid
@@ -32,6 +33,7 @@ class SourceInputSerializer(StrictSerializer):
         help_text="Spider config (selectors, cookies, proxy_group...); `children` shapes what it finds.",
         validators=[monitors_valid],  # TRAWL_MONITORS of the source (docs/operations.md)
     )
+    args = spider_args_field()
     enabled = serializers.BooleanField(required=False)
     window_start_hour = serializers.IntegerField(
         min_value=0, max_value=23, allow_null=True, required=False, help_text="Crawls start from this local hour..."
@@ -72,6 +74,7 @@ class SourceSerializer(serializers.ModelSerializer):
             "window_end_hour",
             "timezone",
             "config",
+            "args",
             "last_run_at",
             "last_stats",
             "parent",

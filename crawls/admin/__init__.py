@@ -76,6 +76,7 @@ class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, ReadOnlyAdmin):
                     "requested_version",
                     "requested_variant",
                     "options",
+                    "args",
                     "callback_url",
                     "source",
                     "batch",

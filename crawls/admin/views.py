@@ -40,6 +40,7 @@ def job_numbers(job: CrawlJob) -> SafeString:
         ("status codes", _counts(stats.get("status_codes"))),
         ("download errors", _counts(stats.get("download_errors"))),
         ("spider exceptions", stats.get("spider_exceptions", 0)),
+        ("item pipeline errors", stats.get("item_errors", 0)),
         # Wall-clock time the crawl was held back, apart from the waits summed over concurrent requests (which may
         # add up to more than the crawl took).
         ("throttle delay", f"{throttle.get('held_seconds', 0):.1f} s ({throttle.get('waits', 0)} waits)"),

@@ -17,6 +17,7 @@ def crawl_spec_build(*, job: CrawlJob, version: ScraperVersion) -> CrawlSpec:
         version=version.version,
         spider=spider_path_of(job=job, version=version),
         options=dict(job.options or {}),
+        args=dict(job.args or {}),
         source_id=job.source_id,
         source_config=dict(job.source.config or {}) if job.source_id else {},
         guarded=bool(job.requester_id and not job.requester.is_admin),

@@ -106,7 +106,7 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     try:
         crawl, session = run(
             settings=scrapy_settings,
-            spider_kwargs=_spider_kwargs(job),
+            spider_kwargs=_spider_kwargs(job, args=spec.args),
             timeout=_time_left(job, version),
             on_tick=CrawlTick(job, ingest=ingest, shard=frontier),
             tick_seconds=TICK_SECONDS,
@@ -188,6 +188,7 @@ def _outcome(
         crawl_error=crawl.crawl_error,
         first_spider_error=crawl.first_spider_error,
         max_spider_errors=int(scrapy_settings["TRAWL_MAX_SPIDER_ERRORS"]),
+        max_spider_error_share=float(scrapy_settings["TRAWL_MAX_SPIDER_ERROR_SHARE"]),
         block_share=float(scrapy_settings["TRAWL_BLOCK_SHARE"]),
     )
     verdict = job_outcome_monitored(
@@ -233,16 +234,18 @@ def _left_for_others(job: CrawlJob, crawl: Any) -> bool:
     return (crawl.stats.get("frontier/leave") or ("last" if job.parallelism == 1 else "done")) == "done"
 
 
-def _spider_kwargs(job: CrawlJob) -> dict[str, Any]:
+def _spider_kwargs(job: CrawlJob, *, args: dict[str, str]) -> dict[str, Any]:
     """Every spider gets the job's URL as `url` and `start_urls` (none when the job has no URL: a named spider starts
     from its own start_urls), `options`, the merged source `config`, and the source's `strategy` ("deep" for a job
-    without a source)."""
+    without a source); then the job's spider arguments, as `scrapy crawl -a` passes them. Trawl's own come last: an
+    argument never replaces one (the checks refuse their names too)."""
     config = dict(job.source.config) if job.source_id else {}
     config.update((job.options or {}).get("config") or {})
     strategy = job.source.strategy if job.source_id else "deep"
     options = job.options or {}
     start = {"url": job.url, "start_urls": [job.url]} if job.url else {}
-    return {**start, "options": options, "config": config, "strategy": strategy}
+    trawl = {**start, "options": options, "config": config, "strategy": strategy}
+    return {**args, **trawl}
 
 
 def _result(job: CrawlJob) -> dict[str, Any]:

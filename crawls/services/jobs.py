@@ -30,6 +30,7 @@ def job_create(
     requester: Requester | None = None,
     callback_url: str = "",
     options: dict[str, Any] | None = None,
+    args: dict[str, str] | None = None,
     source: Model | None = None,  # a sources.Source: crawls sits below sources and does not import it
     parallelism: int = 1,
 ) -> CrawlJob:
@@ -44,6 +45,7 @@ def job_create(
         "priority": priority,
         "callback_url": callback_url,
         "options": options,
+        "args": args,
         "source": source,
         "parallelism": parallelism,
     }

@@ -35,6 +35,7 @@ from project.messaging.brokers import PRIORITY_DEFAULT
 from project.redis import get_redis, hash_tag, redis_key
 from registry.models import Scraper
 from runtime.bridge.logcapture import job_log_flush
+from runtime.bridge.tracebacks import middle_cut
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -94,6 +95,7 @@ def _new_job(spec: dict[str, Any], scraper: Scraper, *, requester: Requester | N
         priority=spec.get("priority", PRIORITY_DEFAULT),
         callback_url=spec.get("callback_url") or "",
         options=spec.get("options") or {},
+        args=spec.get("args") or {},
         parallelism=spec.get("parallelism", 1),
     )
 
@@ -259,7 +261,8 @@ def jobs_end(
     fields: dict[str, Any] = {
         "status": final_status(error_class),
         "error_class": error_class,
-        "error_message": message[:MESSAGE_MAX],
+        # Cut in the middle: a spider's traceback ends with its exception and the spider's own line.
+        "error_message": middle_cut(message, max_chars=MESSAGE_MAX),
         "finished_at": timezone.now(),
     }
     if stats is not None:

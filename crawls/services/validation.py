@@ -17,6 +17,7 @@ from project.messaging.brokers import PRIORITY_DEFAULT
 from project.net import target_check
 from project.validators import priority_check
 from registry.models import Scraper, ScraperVersion, Variant
+from runtime.inputs.args import SpiderArgsError, spider_args_check
 from runtime.inputs.checks import options_check
 from runtime.inputs.patterns import PatternError
 from throttling.services import throttle_check_url
@@ -31,6 +32,7 @@ SPEC_FIELDS = (
     "priority",
     "callback_url",
     "options",
+    "args",
     "parallelism",
     "source",
 )
@@ -59,6 +61,14 @@ def job_options_validate(options: Any) -> None:
         options_check(options)
     except PatternError as exc:
         raise TrawlError(str(exc), field="options") from None
+
+
+def job_args_validate(args: Any) -> None:
+    """A job's (or a source's) spider arguments (runtime/inputs/args.py). Raises TrawlError naming `args`."""
+    try:
+        spider_args_check(args)
+    except SpiderArgsError as exc:
+        raise TrawlError(exc.message, field="args") from None
 
 
 class SpecChecker:
@@ -106,6 +116,7 @@ class SpecChecker:
             message = f"parallelism must be an integer between 1 and {limit}, got {parallelism!r}"
             raise TrawlError(message, field="parallelism")
         job_options_validate(spec.get("options"))
+        job_args_validate(spec.get("args"))
         scraper = self._registry_check(spec.get("scraper") or "", spec.get("version") or "", spec.get("variant") or "")
         if spider:
             self._spider_check(scraper, spider, version=spec.get("version") or "", variant=spec.get("variant") or "")

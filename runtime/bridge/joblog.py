@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from project.redis import get_redis, hash_tag, redis_key
+from runtime.bridge.tracebacks import traceback_shaped
 
 CONTINUATION = "| "  # after the time, level and logger of a multi-line record's second and later lines
 MAX_RECORD_LINES = 500  # with TRAWL_JOB_LOG_LINE_CHARS, bounds what one record's line prefixes can add
@@ -26,10 +27,13 @@ def record_line(record: logging.LogRecord, *, max_chars: int) -> str:
     message = record.getMessage()
     if record.exc_info and not record.exc_text:
         record.exc_text = logging.Formatter().formatException(record.exc_info)
-    if record.exc_text:
-        message = f"{message}\n{record.exc_text}"
-    if len(message) > max_chars:
-        message = message[: max_chars - 1] + "…"
+    # A traceback keeps its end (the exception, the spider's own line): it is shaped, and the message before it cut.
+    shaped = traceback_shaped(record.exc_text, max_chars=max_chars * 2 // 3) if record.exc_text else ""
+    room = max_chars - len(shaped) - 1 if shaped else max_chars
+    if len(message) > room:
+        message = message[: max(0, room - 1)] + "…"
+    if shaped:
+        message = f"{message}\n{shaped}"
     # A spider names its own loggers: a space in a name would shift the fields every reader splits on.
     head = f"{at} {_word(record.levelname)} {_word(record.name)}"
     # Every line boundary a reader may split on (\r, \v, \u2028...), not just \n, starts a continuation line: a

@@ -60,6 +60,7 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
     spider_exceptions = scrapy_stats.get("spider_exceptions/count") or sum(
         value for key, value in scrapy_stats.items() if key.startswith("spider_exceptions/")
     )
+    item_errors = scrapy_stats.get("item_errors/count", 0)  # raised by item pipelines (runtime.watch.item_errors)
     return {
         "requests": scrapy_stats.get("downloader/request_count", 0) - scrapy_stats.get("robotstxt/request_count", 0),
         "pages": scrapy_stats.get("response_received_count", 0) - scrapy_stats.get("robotstxt/response_count", 0),
@@ -69,6 +70,8 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
         "items_scraped": scrapy_stats.get("item_scraped_count", 0),
         "items_dropped": scrapy_stats.get("item_dropped_count", 0),
         "spider_exceptions": spider_exceptions,
+        "item_errors": item_errors,
+        "errors": spider_exceptions + item_errors,  # what counts towards TRAWL_MAX_SPIDER_ERRORS
         "robots_forbidden": scrapy_stats.get("robotstxt/forbidden", 0),
         "refused_private": scrapy_stats.get("guard/refused", 0),  # requests the private-target guard refused
         "refused_scheme": scrapy_stats.get("schemes/refused", 0),  # requests (and redirects) not http(s): refused
@@ -105,6 +108,7 @@ def classify(
     crawl_error: str = "",
     first_spider_error: str = "",
     max_spider_errors: int = 0,
+    max_spider_error_share: float = 0.0,
     block_share: float = 0.5,
 ) -> CrawlVerdict:
     """Decide whether a crawl failed, and why. Ordered from the most to the least specific cause."""
@@ -118,9 +122,12 @@ def classify(
         )
     if crawl_error:
         return CrawlVerdict(ErrorClass.SPIDER_ERROR, crawl_error)
-    if stats.get("spider_exceptions", 0) > max_spider_errors:
-        count = stats["spider_exceptions"]
-        return CrawlVerdict(ErrorClass.SPIDER_ERROR, f"spider raised {count} time(s); first: {first_spider_error}")
+    errors = spider_errors(stats)
+    if errors > spider_errors_allowed(stats, most=max_spider_errors, share=max_spider_error_share):
+        where = f"{stats.get('spider_exceptions', 0)} in callbacks, {stats.get('item_errors', 0)} in item pipelines"
+        return CrawlVerdict(
+            ErrorClass.SPIDER_ERROR, f"spider raised {errors} time(s) ({where}); first: {first_spider_error}"
+        )
     codes = Counter({int(code): n for code, n in stats.get("status_codes", {}).items()})
     refused = stats.get("refused_private", 0)
     blocks = stats.get("blocks") or {}
@@ -165,6 +172,19 @@ def _no_good_page(codes: Counter, stats: dict[str, Any]) -> CrawlVerdict:
             ErrorClass.SPIDER_ERROR, "the spider made no requests (does it read `url` or `start_urls`?)"
         )
     return CrawlVerdict("")
+
+
+def spider_errors(stats: dict[str, Any]) -> int:
+    """Exceptions of the spider's callbacks and its item pipelines (stats of a job stored before item errors were
+    counted have `spider_exceptions` alone)."""
+    return stats.get("errors", stats.get("spider_exceptions", 0))
+
+
+def spider_errors_allowed(stats: dict[str, Any], *, most: int, share: float) -> int:
+    """How many exceptions a crawl may raise and still succeed: `most`, or `share` of the pages and items it
+    handled (each a callback's or the pipelines' chance to raise) if that is more."""
+    handled = stats.get("pages", 0) + stats.get("items_scraped", 0) + stats.get("items_dropped", 0)
+    return max(int(most), int(share * (handled + stats.get("item_errors", 0))))
 
 
 def blocked_share(*, responses: int, blocked: int) -> float:

@@ -18,7 +18,7 @@ from scrapy.utils.defer import deferred_from_coro
 
 from runtime.bridge.handoff import item_passed
 from runtime.bridge.reactor import ensure_reactor
-from runtime.bridge.tracebacks import exception_report, failure_report
+from runtime.bridge.tracebacks import exception_report, failure_report, item_error_report, spider_error_report
 from runtime.frontier.scheduler import store_wanted, wake_engine
 from runtime.settings.enforced import crawler_create
 
@@ -66,9 +66,11 @@ class CrawlSession:
 
     def on_spider_error(self, failure: Any, response: Any, spider: Spider) -> None:
         if not self.first_spider_error:
-            url = getattr(response, "url", None)
-            # No response: the spider's start() raised (Scrapy hands its error to the same signal).
-            self.first_spider_error = failure_report(failure, where=f" (at {url})" if url else " (in start)")
+            self.first_spider_error = spider_error_report(failure, response)
+
+    def on_item_error(self, item: Any, response: Any, spider: Spider, failure: Any) -> None:
+        if not self.first_spider_error:
+            self.first_spider_error = item_error_report(failure, response)
 
     def on_spider_closed(self, spider: Spider, reason: str) -> None:
         self.finish_reason = reason
@@ -99,6 +101,7 @@ def _start(spider_cls: type[Spider], settings: dict, spider_kwargs: dict, sessio
     # weak=False: these are bound methods of a short-lived object that nothing else references.
     crawler.signals.connect(session.on_item, signal=item_passed, weak=False)
     crawler.signals.connect(session.on_spider_error, signal=signals.spider_error, weak=False)
+    crawler.signals.connect(session.on_item_error, signal=signals.item_error, weak=False)
     crawler.signals.connect(session.on_spider_closed, signal=signals.spider_closed, weak=False)
     crawler.signals.connect(session.on_store_wanted, signal=store_wanted, weak=False)
     session.crawler = crawler

@@ -34,7 +34,7 @@ import sys
 import threading
 from typing import Any
 
-from runtime.bridge.tracebacks import exception_report, failure_report
+from runtime.bridge.tracebacks import exception_report, failure_report, item_error_report, spider_error_report
 from runtime.packaged.child_db import ParentDatabase
 
 STATS_EVERY = 1.0
@@ -113,6 +113,7 @@ class CrawlServer:
             return self._arm_idle()
         crawler.signals.connect(self.on_item, signal=item_passed, weak=False)
         crawler.signals.connect(self.on_spider_error, signal=signals.spider_error, weak=False)
+        crawler.signals.connect(self.on_item_error, signal=signals.item_error, weak=False)
         crawler.signals.connect(self.on_closed, signal=signals.spider_closed, weak=False)
         crawler.signals.connect(self.on_store_wanted, signal=store_wanted, weak=False)
         self.crawler = crawler
@@ -128,8 +129,12 @@ class CrawlServer:
 
     def on_spider_error(self, failure: Any, response: Any, spider: Any) -> None:
         if not self.first_error:
-            url = getattr(response, "url", None)  # none: the spider's start() raised
-            self.first_error = failure_report(failure, where=f" (at {url})" if url else " (in start)")
+            self.first_error = spider_error_report(failure, response)
+            self.send("error", job=self.job, d=self.first_error)
+
+    def on_item_error(self, item: Any, response: Any, spider: Any, failure: Any) -> None:
+        if not self.first_error:
+            self.first_error = item_error_report(failure, response)
             self.send("error", job=self.job, d=self.first_error)
 
     def on_store_wanted(self) -> None:

@@ -103,6 +103,7 @@ def sources_book_due(*, now: datetime, limit: int, busy: list[int] | QuerySet = 
             "spider": (source.config or {}).get("spider") or "",
             "scraper": source.scraper.name,
             "priority": source.priority,
+            "args": source.args,
             "source": source,
         }
         for source in dispatched

@@ -17,7 +17,7 @@ from django.utils import timezone
 from access.models import Requester
 from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.services.jobs import job_create
-from crawls.services.validation import validate_crawl_url
+from crawls.services.validation import job_args_validate, validate_crawl_url
 from project.errors import TrawlError
 from project.validators import priority_check
 from registry.models import Scraper
@@ -40,6 +40,7 @@ EDITABLE = (
     "min_interval",
     "max_interval",
     "config",
+    "args",
     "enabled",
     "window_start_hour",
     "window_end_hour",
@@ -85,6 +86,7 @@ def source_check(source: Source) -> None:
         config_check(source.config, prefix="")  # its regexes on RE2, its selectors without extension functions
     except PatternError as exc:
         raise TrawlError(str(exc), field="config") from None
+    job_args_validate(source.args)
 
 
 def _check_schedule(source: Source) -> None:
@@ -168,5 +170,10 @@ def source_crawl_now(*, source: Source, requester: Requester | None = None) -> C
     source.next_sync_at = max(source.next_sync_at, now + timedelta(seconds=source.current_interval))
     source.save(update_fields=["next_sync_at", "updated_at"])
     return job_create(
-        url=source.url, scraper=source.scraper.name, priority=source.priority, source=source, requester=requester
+        url=source.url,
+        scraper=source.scraper.name,
+        priority=source.priority,
+        args=source.args,
+        source=source,
+        requester=requester,
     )

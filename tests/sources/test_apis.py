@@ -61,6 +61,7 @@ def test_create_read_list_and_delete(ops):
         "window_end_hour": None,
         "timezone": "UTC",
         "config": {"a": 1},
+        "args": {},
         "last_run_at": None,
         "last_stats": {},
         "parent": None,

@@ -1,4 +1,5 @@
-"""`manage.py crawl URL [--scraper S] [--version V] [--wait]`: submit a job; with --wait, watch it to the end."""
+"""`manage.py crawl URL [--scraper S] [--version V] [-a NAME=VALUE]... [--wait]`: submit a job; with --wait, watch it to
+the end."""
 
 from __future__ import annotations
 
@@ -33,8 +34,21 @@ def job_spec(opts: dict[str, Any], options: Any) -> dict[str, Any]:
         "scraper": opts["scraper"],
         "version": opts["scraper_version"],
         "variant": opts["variant"],
+        "args": spider_args_parsed(opts.get("spider_args") or []),
     }
     return spec | {name: value for name, value in named.items() if value}
+
+
+def spider_args_parsed(pairs: list[str]) -> dict[str, str]:
+    """`-a NAME=VALUE` flags as `scrapy crawl` reads them: split at the first `=`, the value kept as typed (it may
+    hold `=` or be empty); a name given twice keeps its last value."""
+    args = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise CommandError(f"args: -a takes NAME=VALUE, got {pair!r}", returncode=2)
+        args[name] = value
+    return args
 
 
 def errors_text(detail: Any) -> str:
@@ -67,6 +81,14 @@ class Command(BaseCommand):
             help=f"{PRIORITY_MIN}..{PRIORITY_MAX} (default {PRIORITY_DEFAULT})",
         )
         parser.add_argument("--options", default="{}", help="JSON crawl options, e.g. '{\"maxdepth\": 2}'")
+        parser.add_argument(
+            "-a",
+            dest="spider_args",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="a spider argument, as `scrapy crawl -a` takes it (repeatable)",
+        )
         parser.add_argument("--requester", default="", help="name of the requester the job belongs to")
         parser.add_argument("--wait", action="store_true", help="watch the job until it ends")
         parser.add_argument("--timeout", type=float, default=0, help="stop waiting after this many seconds")

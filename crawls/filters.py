@@ -5,14 +5,14 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from crawls.models import BatchStatus, ErrorClass, JobStatus
-from project.web.query import MomentField, QueryParams
+from project.web.query import MomentField, QueryParams, row_id_field
 
 
 class JobFilters(QueryParams):
     scraper = serializers.CharField(help_text="The scraper's name.")
     status = serializers.ChoiceField(choices=JobStatus.choices)
     error_class = serializers.ChoiceField(choices=ErrorClass.choices)
-    source = serializers.IntegerField(min_value=1, help_text="Runs of this source.")
+    source = row_id_field(help_text="Runs of this source.")
     batch = serializers.UUIDField(help_text="Jobs of this batch.")
     queued_since = MomentField(help_text="Queued at or after this time (ISO 8601).")
     queued_before = MomentField(help_text="Queued before this time.")

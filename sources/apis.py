@@ -13,7 +13,7 @@ from access.permissions import IsAdminRequester
 from crawls.runs import RunSerializer
 from crawls.serializers import JobSerializer
 from project.errors import TrawlError
-from project.web.query import QueryChecked, QueryParams
+from project.web.query import QueryChecked, QueryParams, row_id_field
 from sources.models import Source, SourceKind
 from sources.selectors import source_runs, sources_listed
 from sources.serializers import SourceCreateSerializer, SourceInputSerializer, SourceSerializer
@@ -25,7 +25,7 @@ class SourceFilters(QueryParams):
     scraper = serializers.CharField(help_text="The scraper's name.")
     enabled = serializers.BooleanField()
     due = serializers.BooleanField(help_text="true: enabled and due now")
-    parent = serializers.IntegerField(min_value=1, help_text="Sources discovered by this one.")
+    parent = row_id_field(help_text="Sources discovered by this one.")
 
 
 @extend_schema_view(list=extend_schema(parameters=[SourceFilters]))

@@ -14,6 +14,12 @@ from rest_framework.settings import api_settings
 # Every list understands these: its page (project.web.pagination) and a renderer asked by name (`?format=csv`).
 SHARED_PARAMS = frozenset({"limit", "offset", api_settings.URL_FORMAT_OVERRIDE})
 UNKNOWN = "Unknown query parameter."
+ID_MAX = 2**63 - 1  # the largest row id every supported database stores: a larger one is a 400, not a 500
+
+
+def row_id_field(**options: object) -> serializers.IntegerField:
+    """A query parameter naming a row by its integer id."""
+    return serializers.IntegerField(min_value=1, max_value=ID_MAX, **options)
 
 
 class QueryParams(serializers.Serializer):

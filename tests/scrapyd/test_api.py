@@ -219,3 +219,13 @@ def test_delversion_hands_over_to_the_newest_left_and_delproject_retires_them_al
     assert admin.post("/scrapyd/delproject.json", {"project": "myproject"}).json()["status"] == "ok"
     assert admin.get("/scrapyd/listprojects.json").json()["projects"] == []
     assert not ScraperVersion.objects.filter(deprecated_at__isnull=True, scraper__name="myproject").exists()
+
+
+def test_scrapyds_own_port_serves_the_api_at_its_root(monkeypatch):
+    import project.wsgi_scrapyd as scrapyd_port
+
+    served = []
+    monkeypatch.setattr(scrapyd_port, "trawl", lambda environ, start_response: served.append(environ["PATH_INFO"]))
+    for path in ("/daemonstatus.json", "/scrapyd/listjobs.json", ""):
+        scrapyd_port.application({"PATH_INFO": path}, None)
+    assert served == ["/scrapyd/daemonstatus.json", "/scrapyd/listjobs.json", "/scrapyd/"]

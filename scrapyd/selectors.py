@@ -7,11 +7,13 @@ import uuid
 from django.db.models import Count, QuerySet
 
 from access.models import Requester
-from crawls.models import CrawlJob
+from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.selectors import jobs_visible
 from registry.models import Scraper, ScraperVersion
 from registry.selectors import by_semver, scrapers_by_name, versions_of_scraper_named
 from scrapyd.labels import label_of
+
+FINISHED_TO_KEEP = 100  # scrapyd's default
 
 
 def projects() -> list[str]:
@@ -44,6 +46,14 @@ def project_jobs(*, requester: Requester, project: str = "") -> QuerySet[CrawlJo
     """The requester's jobs (every job for an admin), of one project if named, oldest first."""
     jobs = jobs_visible(requester=requester).order_by("queued_at")
     return jobs.filter(scraper__name=project) if project else jobs
+
+
+def project_jobs_listed(*, requester: Requester, project: str = "") -> list[CrawlJob]:
+    """What listjobs.json lists: every pending and running job, and the FINISHED_TO_KEEP that ended last (scrapyd's
+    `finished_to_keep`: Trawl keeps every job, and GET /api/jobs/ pages through them all)."""
+    jobs = project_jobs(requester=requester, project=project)
+    ended = jobs.exclude(status__in=ACTIVE_STATUSES).order_by("-finished_at", "-queued_at")[:FINISHED_TO_KEEP]
+    return [*jobs.filter(status__in=ACTIVE_STATUSES), *reversed(ended)]
 
 
 def job_counts(*, requester: Requester) -> dict[str, int]:

@@ -138,7 +138,7 @@ def listspiders(request: HttpRequest, requester, params) -> JsonResponse:
 @endpoint(methods=("GET",))
 def listjobs(request: HttpRequest, requester, params) -> JsonResponse:
     shapes: dict[str, list] = {"pending": [], "running": [], "finished": []}
-    for job in selectors.project_jobs(requester=requester, project=params.get("project", "")):
+    for job in selectors.project_jobs_listed(requester=requester, project=params.get("project", "")):
         shapes[state_of(job)].append(_job_shape(request, job))
     return ok(**shapes)
 

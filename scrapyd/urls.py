@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import re_path
 
 from scrapyd import views
 
@@ -18,4 +18,6 @@ ENDPOINTS = (
     "delproject",
 )
 
-urlpatterns = [path(f"{name}.json", getattr(views, name), name=f"scrapyd-{name}") for name in ENDPOINTS]
+# One scrapy.cfg URL serves both clients: scrapyd-deploy joins `https://trawl.example/scrapyd/` with `addversion.json`,
+# scrapyd-client appends `/schedule.json` to it (a double slash).
+urlpatterns = [re_path(rf"^(?:/)?{name}\.json$", getattr(views, name), name=f"scrapyd-{name}") for name in ENDPOINTS]

@@ -25,6 +25,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 SCRAPYD_DEPLOY = Path(sys.executable).parent / "scrapyd-deploy"
 # The books spider's `code` field reads a spider argument: what schedule.json passes reaches the spider.
 CODE = '" + getattr(self, "tag", "none") + "'
+# A third spider slow enough to be cancelled while it runs.
+SLOW = """
+import scrapy
+
+
+class SlowSpider(scrapy.Spider):
+    name = "slow"
+    custom_settings = {{"DOWNLOAD_DELAY": 2}}
+    start_urls = ["{site}/index.html?n=%d" % n for n in range(300)]
+
+    def parse(self, response):
+        yield {{"url": response.url}}
+"""
+SCRAPYD_CLIENT = Path(sys.executable).parent / "scrapyd-client"
 
 
 @pytest.fixture
@@ -49,6 +63,7 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(worker, site, s
     _, alice_token = token_issue(requester_name="alice")
     _, bob_token = token_issue(requester_name="bob")
     project = startproject(tmp_path / "myproject", site=site.url, code=CODE)
+    (project / "myproject/spiders/slow.py").write_text(SLOW.format(site=site.url))
     (project / "scrapy.cfg").write_text(
         "[settings]\ndefault = myproject.settings\n\n"
         f"[deploy]\nurl = {scrapyd_url}\nproject = myproject\nusername = deployer\npassword = {admin_token}\n"
@@ -61,14 +76,12 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(worker, site, s
     version = built("myproject")
     assert version.package_status == PackageStatus.READY, f"{version.package_log}\n{worker.log_tail()}"
     assert version.version == "1.0.0+scrapyd.1732856400" and version.settings_module == "myproject.settings"
-    assert set(version.spiders) == {"books", "toscrape-css"}
+    assert set(version.spiders) == {"books", "slow", "toscrape-css"}
 
     alice, bob = (requests.Session(), requests.Session())
     alice.auth, bob.auth = ("alice", alice_token), ("bob", bob_token)
-    assert alice.get(f"{scrapyd_url}listspiders.json", params={"project": "myproject"}).json()["spiders"] == [
-        "books",
-        "toscrape-css",
-    ]
+    spiders = alice.get(f"{scrapyd_url}listspiders.json", params={"project": "myproject"}).json()["spiders"]
+    assert spiders == ["books", "slow", "toscrape-css"]
     scheduled = alice.post(
         f"{scrapyd_url}schedule.json",
         data={"project": "myproject", "spider": "books", "tag": "from-scrapyd", "setting": "DEPTH_LIMIT=5"},
@@ -99,9 +112,31 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(worker, site, s
     client = scrapyd_api.ScrapydAPI(scrapyd_url, auth=("alice", alice_token), endpoints=endpoints)
     assert client.list_projects() == ["myproject"]
     assert client.list_versions("myproject") == ["1732856400"]
-    assert client.list_spiders("myproject") == ["books", "toscrape-css"]
+    assert client.list_spiders("myproject") == ["books", "slow", "toscrape-css"]
     assert client.job_status("myproject", scheduled["jobid"]) == "finished"
     second = client.schedule("myproject", "toscrape-css")
     assert wait_for_job(second, timeout=180).status == "succeeded", worker.log_tail()
     assert {j["id"] for j in client.list_jobs("myproject")["finished"]} == {scheduled["jobid"], second}
+
+    # scrapyd-client's own CLI, with the same scrapy.cfg target (alice's credentials now).
+    config = (project / "scrapy.cfg").read_text()
+    (project / "scrapy.cfg").write_text(config.replace("username = deployer", "username = alice").replace(
+        f"password = {admin_token}", f"password = {alice_token}"))  # fmt: skip
+    cli = subprocess.run(
+        [str(SCRAPYD_CLIENT), "schedule", "-p", "myproject", "slow", "--arg", "tag=cli"],
+        cwd=project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "myproject / slow => " in cli.stdout, cli.stdout + cli.stderr
+    slow = cli.stdout.rsplit("=> ", 1)[1].strip()
+    assert CrawlJob.objects.get(pk=slow).args == {"tag": "cli"}
+    deadline = time.monotonic() + 120
+    while alice.get(f"{scrapyd_url}status.json", params={"job": slow}).json()["currstate"] != "running":
+        assert time.monotonic() < deadline, f"the slow job never ran\n{worker.log_tail()}"
+        time.sleep(0.5)
+    assert bob.post(f"{scrapyd_url}cancel.json", data={"project": "myproject", "job": slow}).json()["prevstate"] is None
+    cancelled = alice.post(f"{scrapyd_url}cancel.json", data={"project": "myproject", "job": slow}).json()
+    assert cancelled["prevstate"] == "running", cancelled
+    asked = time.monotonic()
+    assert wait_for_job(slow, timeout=60).status == "cancelled", worker.log_tail()
+    assert time.monotonic() - asked < 20
     shutil.rmtree(project / "build", ignore_errors=True)

@@ -229,3 +229,8 @@ def test_scrapyds_own_port_serves_the_api_at_its_root(monkeypatch):
     for path in ("/daemonstatus.json", "/scrapyd/listjobs.json", ""):
         scrapyd_port.application({"PATH_INFO": path}, None)
     assert served == ["/scrapyd/daemonstatus.json", "/scrapyd/listjobs.json", "/scrapyd/"]
+
+
+def test_scrapyd_clients_double_slash_reaches_the_same_endpoint(alice):
+    """scrapyd-client appends `/listjobs.json` to scrapy.cfg's `url = .../scrapyd/` (scrapyd-deploy joins it)."""
+    assert alice.get("/scrapyd//listjobs.json").json()["status"] == "ok"

@@ -234,3 +234,17 @@ def test_scrapyds_own_port_serves_the_api_at_its_root(monkeypatch):
 def test_scrapyd_clients_double_slash_reaches_the_same_endpoint(alice):
     """scrapyd-client appends `/listjobs.json` to scrapy.cfg's `url = .../scrapyd/` (scrapyd-deploy joins it)."""
     assert alice.get("/scrapyd//listjobs.json").json()["status"] == "ok"
+
+
+def test_a_wheel_is_accepted_too_its_settings_module_from_its_scrapy_entry_point(admin, tmp_path):
+    from tests.packages import wheel_build
+
+    files = {k: v for k, v in EGG.items() if not k.startswith("EGG-INFO/")}
+    files["myproject-2.0.dist-info/entry_points.txt"] = "[scrapy]\nsettings = myproject.settings\n"
+    wheel = wheel_build(tmp_path, name="myproject", version="2.0", files=files)
+    with wheel.open("rb") as package:
+        answer = admin.post("/scrapyd/addversion.json", {"project": "shop", "version": "r7-g1a2b", "egg": package})
+    assert answer.json()["status"] == "ok" and answer.json()["version"] == "r7-g1a2b"
+    version = ScraperVersion.objects.get(scraper__name="shop")
+    assert (version.version, version.settings_module) == ("1.0.0+scrapyd.r7-g1a2b", "myproject.settings")
+    assert version.package.filename == wheel.name

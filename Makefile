@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 ML_STAMP := $(VENV)/.installed-ml-$(shell cksum requirements-ml.txt | cut -d' ' -f1)
+SCRAPYD_STAMP := $(VENV)/.installed-scrapyd-$(shell cksum requirements-scrapyd.txt | cut -d' ' -f1)
 
-.PHONY: install run test lint format bench clean browser ml
+.PHONY: install run test lint format bench clean browser ml scrapyd-clients
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Trawl needs Python 3.11+"'
@@ -23,7 +24,7 @@ run: install
 # The suite on TEST_WORKERS pytest-xdist workers, whole test files each (tests/parallel.py keeps them apart: a Redis
 # database and a test database per worker); TEST_WORKERS=0 runs it in one process, in file order.
 TEST_WORKERS ?= 3
-test: install lint browser ml
+test: install lint browser ml scrapyd-clients
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The embedding category classifier (CPU torch). Installed when a local CPU torch wheel is at hand in PIP_FIND_LINKS
@@ -36,6 +37,14 @@ ml: install
 		$(BIN)/python -m pip install --quiet -r requirements-ml.txt -c $(VENV)/constraints.txt && \
 		rm -f $(VENV)/.installed-ml-* && touch $(ML_STAMP); \
 	else echo "requirements-ml.txt not installed: no local CPU torch wheel (TRAWL_ML=1 installs it anyway)"; fi
+
+# The real scrapyd clients (scrapyd-deploy, python-scrapyd-api) for tests/e2e/test_scrapyd.py; requirements.txt as
+# constraints, so they never move a pinned package (the test is skipped with its reason when they are missing).
+scrapyd-clients: install
+	@if [ -e $(SCRAPYD_STAMP) ]; then exit 0; fi; \
+	sed 's/\[[^]]*\]//' requirements.txt > $(VENV)/constraints.txt && \
+	$(BIN)/python -m pip install --quiet -r requirements-scrapyd.txt -c $(VENV)/constraints.txt && \
+	rm -f $(VENV)/.installed-scrapyd-* && touch $(SCRAPYD_STAMP)
 
 # Debian's Chromium for the dashboard's headless-browser test: installed only when missing and apt-get exists.
 browser:

@@ -55,6 +55,7 @@ def banner(credentials: dict, flower_auth: str, *, headline: str = STARTING) -> 
             f" / password {credentials['admin_password']}",
             "  dashboard   http://127.0.0.1:8000/admin/ops/dashboard/   (staff)",
             "  metrics     http://127.0.0.1:8000/metrics      stats: http://127.0.0.1:8000/api/stats/",
+            "  scrapyd     http://127.0.0.1:6800/   (scrapyd's JSON API; also http://127.0.0.1:8000/scrapyd/)",
             f"  flower      http://127.0.0.1:5555/            basic auth {flower_auth}",
             f"  demo shop   {DEMO_BASE_URL}/",
             f"  redis       {env.REDIS_URL}",

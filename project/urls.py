@@ -20,5 +20,6 @@ urlpatterns = [
     path("api/", include("items.urls")),
     path("api/", include("registry.urls")),
     path("api/", include("access.urls")),  # the OpenAPI document and its page
+    path("scrapyd/", include("scrapyd.urls")),  # scrapyd's JSON API, for scrapyd-deploy and its other clients
     path("healthz", healthz, name="healthz"),
 ]

@@ -20,6 +20,7 @@ LAYERS = (
     ("crawls",),
     ("ops",),
     ("sources",),
+    ("scrapyd",),
     ("demo", "bench"),
 )
 RUNG = {app: rung for rung, apps in enumerate(LAYERS) for app in apps}

@@ -13,33 +13,14 @@ from django.core.management import CommandError, call_command
 from access.services import token_issue
 from items.models import Item
 from registry.models import ScraperVersion
-from tests.callbacks.harness import running_alone
 from tests.conftest import wait_for_job
-from tests.e2e.packages_stack import worker_for_packages
-from tests.packages import dep_wheels
+from tests.e2e.packages_stack import package_dirs, package_worker  # noqa: F401 - fixtures
 from tests.sites import LocalSite, write_catalogue
 from tests.workers import BASE_DIR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PROJECT = BASE_DIR / "tests" / "fixtures" / "deployproject"
 SPIDER = "deployshop.spiders.shop.CatalogueSpider"
-
-
-@pytest.fixture
-def dirs(settings, tmp_path):
-    found = {name: tmp_path / name for name in ("store", "envs", "wheelhouse")}
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "packages": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": found["store"]}},
-    }
-    dep_wheels(found["wheelhouse"])
-    return found
-
-
-@pytest.fixture
-def worker(dirs, redis_server, tmp_path):
-    with running_alone(worker_for_packages({**dirs, "src": tmp_path}, tmp_path)) as running:
-        yield running
 
 
 @pytest.fixture
@@ -65,7 +46,7 @@ def crawled(api, url: str, worker, **spec) -> list[dict]:
     return [item.data for item in Item.objects.filter(last_job=job)]
 
 
-def test_deploy_builds_registers_and_waits_until_a_worker_built_it(worker, shop, api):
+def test_deploy_builds_registers_and_waits_until_a_worker_built_it(package_worker, shop, api):  # noqa: F811 - pytest fixture
     printed = deploy("--scraper", "dshop")
 
     # The project's only spider and its own version (0.3.0, from pyproject.toml); a new scraper, so its default.
@@ -80,11 +61,11 @@ def test_deploy_builds_registers_and_waits_until_a_worker_built_it(worker, shop,
     # The build left nothing in the project's tree.
     assert not list(PROJECT.glob("*.egg-info")) and not (PROJECT / "build").exists()
 
-    items = crawled(api, f"{shop.url}/index.html", worker, scraper="dshop")
+    items = crawled(api, f"{shop.url}/index.html", package_worker, scraper="dshop")
     assert sorted(item["deployed"] for item in items) == [f"deployshop:Product {n}" for n in range(1, 7)]
 
 
-def test_deploy_over_http_bumps_and_rolls_out_a_canary(worker, shop, api, live_server):
+def test_deploy_over_http_bumps_and_rolls_out_a_canary(package_worker, shop, api, live_server):  # noqa: F811 - pytest fixture
     _, token = token_issue(requester_name="deployer", admin=True)
     # --token=…: a token may start with "-", which argparse would read as an option of its own
     deploy("--scraper", "dshop", "--url", live_server.url, f"--token={token}", "--version", "1.4.2")
@@ -100,7 +81,7 @@ def test_deploy_over_http_bumps_and_rolls_out_a_canary(worker, shop, api, live_s
     canary = ScraperVersion.objects.get(scraper__name="dshop", version="1.5.0")
     assert (canary.variant, canary.traffic_pct, canary.package_status) == ("canary", 10, "ready")
     assert not canary.is_default
-    items = crawled(api, f"{shop.url}/product-2.html", worker, scraper="dshop", version="1.5.0")
+    items = crawled(api, f"{shop.url}/product-2.html", package_worker, scraper="dshop", version="1.5.0")
     assert sorted(item["deployed"] for item in items) == [f"deployshop:Product {n}" for n in range(1, 7)]
 
 
@@ -121,7 +102,7 @@ def test_deploy_refuses_a_wrong_token_and_an_unknown_spider(live_server, tmp_pat
         call_command("deploy", str(project), "--scraper", "dshop", "--spider", "nope", stdout=out)
 
 
-def test_a_failed_build_prints_its_package_log_and_fails_the_command(worker, tmp_path):
+def test_a_failed_build_prints_its_package_log_and_fails_the_command(package_worker, tmp_path):  # noqa: F811 - pytest fixture
     # A dependency that no wheel directory has: the worker's pip cannot install it.
     project = shutil.copytree(PROJECT, tmp_path / "needs-missing-dep")
     pyproject = project / "pyproject.toml"

@@ -16,10 +16,8 @@ from django.core.management import call_command
 from crawls.models import CrawlJob
 from items.models import Item
 from registry.models import ScraperVersion
-from tests.callbacks.harness import running_alone
 from tests.conftest import wait_for_job
-from tests.e2e.packages_stack import worker_for_packages
-from tests.packages import dep_wheels
+from tests.e2e.packages_stack import package_dirs, package_worker  # noqa: F401 - fixtures
 from tests.sites import ServedSite, write_catalogue
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -102,23 +100,6 @@ class HeadersSite(ServedSite):
 
 
 @pytest.fixture
-def dirs(settings, tmp_path):
-    found = {name: tmp_path / name for name in ("store", "envs", "wheelhouse")}
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "packages": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": found["store"]}},
-    }
-    dep_wheels(found["wheelhouse"])
-    return found
-
-
-@pytest.fixture
-def worker(dirs, redis_server, tmp_path):
-    with running_alone(worker_for_packages({**dirs, "src": tmp_path}, tmp_path)) as running:
-        yield running
-
-
-@pytest.fixture
 def site(tmp_path):
     write_catalogue(tmp_path / "site", products=6, per_page=3)
     with HeadersSite(tmp_path / "site") as served:
@@ -164,7 +145,7 @@ def run(api, worker, spider: str) -> tuple[CrawlJob, list[dict]]:
     return job, [item.data for item in Item.objects.filter(last_job=job)]
 
 
-def test_a_startproject_project_deploys_as_it_is_and_runs_each_spider_by_name(worker, site, api, tmp_path):
+def test_a_startproject_project_deploys_as_it_is_and_runs_each_spider_by_name(package_worker, site, api, tmp_path):  # noqa: F811 - pytest fixture
     project = startproject(tmp_path / "myproject", site=site.url, code="v1")
     before = tree(project)
 
@@ -180,14 +161,14 @@ def test_a_startproject_project_deploys_as_it_is_and_runs_each_spider_by_name(wo
         "toscrape-css": "myproject.spiders.toscrape-css.ToScrapeCSSSpider",
     }
 
-    job, books = run(api, worker, "books")
+    job, books = run(api, package_worker, "books")
     assert sorted(item["title"] for item in books) == [f"Product {n}" for n in range(1, 7)]
     assert {(item["spider"], item["code"], item["stamped_by"]) for item in books} == {
         ("books", "v1", "myproject.pipelines")
     }
     log = api.get(f"/api/jobs/{job.pk}/log/").content.decode()
     assert log.count("which Trawl pins") == 1 and "TELNETCONSOLE_ENABLED" in log, log
-    _, prices = run(api, worker, "toscrape-css")
+    _, prices = run(api, package_worker, "toscrape-css")
     assert len(prices) == 6 and {(i["spider"], i["stamped_by"]) for i in prices} == {
         ("toscrape-css", "myproject.pipelines")
     }
@@ -204,5 +185,5 @@ def test_a_startproject_project_deploys_as_it_is_and_runs_each_spider_by_name(wo
     printed = deploy(project)
 
     assert "live: myproject 1.0.1 is the default now, replacing 1.0.0" in printed
-    _, books = run(api, worker, "books")
+    _, books = run(api, package_worker, "books")
     assert {item["code"] for item in books} == {"v2"}

@@ -19,7 +19,8 @@ from crawls.models import CrawlJob
 from items.models import Item
 from registry.models import PackageStatus, ScraperVersion
 from tests.conftest import wait_for_job
-from tests.e2e.test_deploy_startproject import dirs, site, startproject, worker  # noqa: F401 - fixtures
+from tests.e2e.packages_stack import package_dirs, package_worker  # noqa: F401 - fixtures
+from tests.e2e.test_deploy_startproject import site, startproject  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 SCRAPYD_DEPLOY = Path(sys.executable).parent / "scrapyd-deploy"
@@ -58,7 +59,7 @@ def built(project: str, timeout: float = 300) -> ScraperVersion:
     raise AssertionError(f"{project} is still building after {timeout}s")
 
 
-def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(worker, site, scrapyd_url, tmp_path):  # noqa: F811
+def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(package_worker, site, scrapyd_url, tmp_path):  # noqa: F811
     _, admin_token = token_issue(requester_name="deployer", admin=True)
     _, alice_token = token_issue(requester_name="alice")
     _, bob_token = token_issue(requester_name="bob")
@@ -74,7 +75,7 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(worker, site, s
     )
     assert '"status": "ok"' in deployed.stdout, deployed.stdout + deployed.stderr
     version = built("myproject")
-    assert version.package_status == PackageStatus.READY, f"{version.package_log}\n{worker.log_tail()}"
+    assert version.package_status == PackageStatus.READY, f"{version.package_log}\n{package_worker.log_tail()}"
     assert version.version == "1.0.0+scrapyd.1732856400" and version.settings_module == "myproject.settings"
     assert set(version.spiders) == {"books", "slow", "toscrape-css"}
 
@@ -90,8 +91,8 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(worker, site, s
     try:
         job = wait_for_job(scheduled["jobid"], timeout=180)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n--- worker log ---\n{worker.log_tail()}") from None
-    assert job.status == "succeeded", f"{job.error_class}: {job.error_message}\n{worker.log_tail()}"
+        raise AssertionError(f"{exc}\n--- worker log ---\n{package_worker.log_tail()}") from None
+    assert job.status == "succeeded", f"{job.error_class}: {job.error_message}\n{package_worker.log_tail()}"
     items = [item.data for item in Item.objects.filter(last_job=job)]
     assert len(items) == 6 and {item["code"] for item in items} == {"from-scrapyd"}
 
@@ -115,7 +116,7 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(worker, site, s
     assert client.list_spiders("myproject") == ["books", "slow", "toscrape-css"]
     assert client.job_status("myproject", scheduled["jobid"]) == "finished"
     second = client.schedule("myproject", "toscrape-css")
-    assert wait_for_job(second, timeout=180).status == "succeeded", worker.log_tail()
+    assert wait_for_job(second, timeout=180).status == "succeeded", package_worker.log_tail()
     assert {j["id"] for j in client.list_jobs("myproject")["finished"]} == {scheduled["jobid"], second}
 
     # scrapyd-client's own CLI, with the same scrapy.cfg target (alice's credentials now).
@@ -131,15 +132,15 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(worker, site, s
     assert CrawlJob.objects.get(pk=slow).args == {"tag": "cli"}
     deadline = time.monotonic() + 120
     while alice.get(f"{scrapyd_url}status.json", params={"job": slow}).json()["currstate"] != "running":
-        assert time.monotonic() < deadline, f"the slow job never ran\n{worker.log_tail()}"
+        assert time.monotonic() < deadline, f"the slow job never ran\n{package_worker.log_tail()}"
         time.sleep(0.5)
     assert bob.post(f"{scrapyd_url}cancel.json", data={"project": "myproject", "job": slow}).json()["prevstate"] is None
     cancelled = alice.post(f"{scrapyd_url}cancel.json", data={"project": "myproject", "job": slow}).json()
     assert cancelled["prevstate"] == "running", cancelled
     ended = wait_for_job(slow, timeout=60)
-    assert ended.status == "cancelled", worker.log_tail()
+    assert ended.status == "cancelled", package_worker.log_tail()
     took = (ended.finished_at - ended.cancel_requested_at).total_seconds()
     # Measured 20 s for this packaged spider with DOWNLOAD_DELAY 2 (its crawl ran 8 pages after the request): the
     # bound is loose on purpose; the crawl's own cancel latency is crawls' concern, not this API's.
-    assert took < 45, f"cancelled after {took:.1f}s\n{worker.log_tail()}"
+    assert took < 45, f"cancelled after {took:.1f}s\n{package_worker.log_tail()}"
     shutil.rmtree(project / "build", ignore_errors=True)

@@ -12,12 +12,14 @@ WORKDIR /app
 COPY requirements.txt .
 RUN pip install -r requirements.txt
 
-# Only what runs, never the working tree's .venv, var/ or tests. Add a new Django app here too (tests check it).
+# Only what runs, never the working tree's .venv, var/ or tests. Add a new package here too (tests check it).
 COPY manage.py celeryconfig.py flowerconfig.py ./
 COPY project/ project/
 COPY access/ access/
 COPY registry/ registry/
 COPY crawls/ crawls/
+COPY runtime/ runtime/
+COPY scrapyd/ scrapyd/
 COPY sources/ sources/
 COPY throttling/ throttling/
 COPY items/ items/

@@ -46,11 +46,13 @@ scrapyd-clients: install
 	$(BIN)/python -m pip install --quiet -r requirements-scrapyd.txt -c $(VENV)/constraints.txt && \
 	rm -f $(VENV)/.installed-scrapyd-* && touch $(SCRAPYD_STAMP)
 
-# Debian's Chromium for the dashboard's headless-browser test: installed only when missing and apt-get exists.
+# Debian's packages the tests run for real, each installed only when missing and apt-get exists: Chromium (the
+# dashboard's headless-browser test, rendering) and PgBouncer (tests/fleet: PostgreSQL through a transaction pooler).
 browser:
-	@if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then \
+	@MISSING=$$( [ -x /usr/bin/chromium ] || echo chromium; command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || echo pgbouncer ); \
+	if [ -n "$$MISSING" ] && command -v apt-get >/dev/null; then \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo -n); \
-		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$MISSING; \
 	fi
 
 lint: install

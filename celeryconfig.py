@@ -36,7 +36,10 @@ task_default_routing_key = CONTROL_QUEUE
 task_default_queue = CONTROL_QUEUE
 task_routes = {
     "crawls.tasks.run_crawl": {"queue": CRAWL_QUEUE},
-    "callbacks.tasks.*": {"queue": CALLBACK_QUEUE},
+    # A replay runs a version's spider in a child process: on the machines that run crawls, not the control queue.
+    "crawls.tasks.replay_job": {"queue": CRAWL_QUEUE},
+    # Deliveries wait on receivers: their own queue and worker (Procfile's `hooks`), never the control tasks'.
+    "callbacks.tasks.deliver": {"queue": CALLBACK_QUEUE},
 }
 
 # Ten priority steps (0 = most urgent on Redis, 9 on RabbitMQ: project.messaging.brokers) so job priority 1..100 maps
@@ -57,12 +60,14 @@ task_default_priority = step_broker_priority(5, url=broker_url)
 # A job is acknowledged only when it ends, and requeued if its worker process dies mid-crawl.
 task_acks_late = True
 task_reject_on_worker_lost = True
-# One message at a time per process: crawls are long, prefetching would starve other workers.
+# One message per slot: crawls are long, prefetching would starve other workers. A crawl worker's slots are its
+# processes times TRAWL_CRAWLS_PER_PROCESS (project/pools/crawlhost.py): a process takes a crawl while it has room.
 worker_prefetch_multiplier = 1
 # Defaults for tasks published without limits. Crawl messages carry their own, from their job's timeout
 # (crawls.publish); the runner stops crawls itself, these only catch a hung process.
 task_soft_time_limit, task_time_limit = celery_time_limits(env.JOB_TIMEOUT)
-# Recycle children so memory leaked by spiders or the reactor never accumulates.
+# Recycle children so memory leaked by spiders or the reactor never accumulates. A crawl host process checks its
+# memory every 2 s and, past the bound, hands every crawl back and is replaced (project/pools/hosted.py).
 worker_max_tasks_per_child = env.WORKER_MAX_TASKS_PER_CHILD
 worker_max_memory_per_child = env.WORKER_MAX_MEMORY_KB
 # A new pool process starts the reactor and imports Scrapy before it reports up (project/celery.py): seconds on a busy

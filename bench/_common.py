@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -82,24 +85,33 @@ def running(process: subprocess.Popen, timeout: float = 20) -> Iterator[subproce
 
 
 @contextlib.contextmanager
-def served(root: Path, hits: Path | None = None, delay: float = 0) -> Iterator[str]:
+def served(root: Path, hits: Path | None = None, delay: float = 0, hosts: Iterable[str] = ()) -> Iterator[str]:
     """Serve `root` from a separate process (bench/_serve.py); yield its base URL. `hits`: log every request path;
-    `delay`: seconds every answer waits (a site with latency)."""
+    `delay`: seconds every answer waits (a site with latency); `hosts`: loopback addresses to serve on, one port (the
+    URL names the first; hits are then logged with their time and address)."""
+    hosts = list(hosts)
     command = [PYTHON, str(BENCH_DIR / "_serve.py"), str(root), *(["--hits", str(hits)] if hits else [])]
-    command += ["--delay", str(delay)]
+    command += ["--delay", str(delay), *(["--hosts", ",".join(hosts)] if hosts else [])]
     with running(subprocess.Popen(command, stdout=subprocess.PIPE, start_new_session=True)) as process:
         port = int(process.stdout.readline() or 0)
         if not port:
             raise RuntimeError(f"the site server exited with {process.wait()}")
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{hosts[0] if hosts else '127.0.0.1'}:{port}"
 
 
 class PeakRss:
-    """Sample the RSS of the processes `pids()` names every `interval` seconds, in a thread; keep the peak (bytes)."""
+    """Sample the RSS of the processes `pids()` names every `interval` seconds, in a thread; keep the peak (bytes).
 
-    def __init__(self, pids: Callable[[], Iterable[int]], interval: float = 0.05) -> None:
+    With `proportional`, their PSS instead: a page several processes share counts once among them, as the machine
+    spends it (RSS counts it in each: forked pool processes share their parent's modules). Reading it costs a walk of
+    each process's smaps, so sample it at most every second or so."""
+
+    def __init__(
+        self, pids: Callable[[], Iterable[int]], interval: float = 0.05, *, proportional: bool = False
+    ) -> None:
         self.pids = pids
         self.interval = interval
+        self.proportional = proportional
         self.peak = 0
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -109,7 +121,8 @@ class PeakRss:
             total = 0
             for pid in self.pids():
                 with contextlib.suppress(psutil.Error):
-                    total += psutil.Process(pid).memory_info().rss
+                    process = psutil.Process(pid)
+                    total += process.memory_full_info().pss if self.proportional else process.memory_info().rss
             self.peak = max(self.peak, total)
             self._done.wait(self.interval)
 
@@ -150,3 +163,17 @@ def exit_on_sigterm() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+def bench_run(bench: Callable[..., dict], args: Any) -> int:
+    """A bench's `main`: `bench(args, tmp, stack)` in a temporary folder, every process it started stopped on the way
+    out (Ctrl-C and SIGTERM included); its summary printed as one JSON line."""
+    exit_on_sigterm()
+    try:
+        with tempfile.TemporaryDirectory(prefix="trawl-bench-") as tmp, contextlib.ExitStack() as stack:
+            summary = bench(args, Path(tmp), stack)
+    except KeyboardInterrupt:
+        print("\ninterrupted; every process this bench started has been stopped", file=sys.stderr)
+        return 130
+    print(json.dumps(summary))
+    return 0

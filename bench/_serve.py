@@ -4,7 +4,9 @@
 and serves until killed. Every file is read once at start; HTTP/1.1 keep-alive spares a TCP handshake per request.
 With --hits, the path of every request is appended to that file, one per line, as it arrives (to count pages fetched
 twice). With --delay, every answer waits that long first, as a real site's server does (requests in flight wait side
-by side).
+by side). With --hosts, the same files are served on each of those loopback addresses (127.x.y.z), all on one port:
+each address is a site of its own to a crawler (Scrapy's download slots and Trawl's throttle key on the host, not the
+port), and every hit is logged as `<time.monotonic()> <address> <path>`.
 
 One asyncio loop in one thread: http.server's thread per connection made every request wait for the GIL to change
 hands between the connection threads, which capped plain Scrapy at ~230 pages/s on a 2-vCPU box while using half a
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 from pathlib import Path
 
 CONTENT_TYPES = {".html": b"text/html; charset=utf-8", ".txt": b"text/plain; charset=utf-8"}
@@ -33,7 +36,7 @@ def load(root: Path) -> dict[str, tuple[bytes, bytes, bytes]]:
     }
 
 
-def handler_for(files: dict[str, tuple[bytes, bytes, bytes]], hits: str = "", delay: float = 0):
+def handler_for(files: dict[str, tuple[bytes, bytes, bytes]], hits: str = "", delay: float = 0, stamped: bool = False):
     log = open(hits, "a", buffering=1) if hits else None  # noqa: SIM115 - open as long as the server runs
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -41,7 +44,9 @@ def handler_for(files: dict[str, tuple[bytes, bytes, bytes]], hits: str = "", de
             while True:  # keep-alive: one request after another on this connection
                 head = await reader.readuntil(b"\r\n\r\n")
                 path = head.split(b" ", 2)[1].decode("latin-1").split("?", 1)[0]
-                if log is not None:
+                if log is not None and stamped:
+                    log.write(f"{time.monotonic():.4f} {writer.get_extra_info('sockname')[0]} {path}\n")
+                elif log is not None:
                     log.write(path + "\n")
                 if delay:
                     await asyncio.sleep(delay)
@@ -60,9 +65,13 @@ def handler_for(files: dict[str, tuple[bytes, bytes, bytes]], hits: str = "", de
 
 
 async def serve(args: argparse.Namespace) -> None:
-    server = await asyncio.start_server(handler_for(load(args.root), args.hits, args.delay), "127.0.0.1", 0)
-    print(server.sockets[0].getsockname()[1], flush=True)
-    await server.serve_forever()
+    hosts = args.hosts.split(",") if args.hosts else ["127.0.0.1"]
+    handle = handler_for(load(args.root), args.hits, args.delay, stamped=bool(args.hosts))
+    first = await asyncio.start_server(handle, hosts[0], 0)
+    port = first.sockets[0].getsockname()[1]
+    servers = [first, *[await asyncio.start_server(handle, host, port) for host in hosts[1:]]]
+    print(port, flush=True)
+    await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
 def main() -> None:
@@ -70,6 +79,7 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--hits", default="", help="append every request's path to this file")
     parser.add_argument("--delay", type=float, default=0, help="seconds every answer waits")
+    parser.add_argument("--hosts", default="", help="comma-separated loopback addresses to serve on (one port)")
     asyncio.run(serve(parser.parse_args()))
 
 

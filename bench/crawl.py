@@ -27,18 +27,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import psutil
-from _common import BENCH_REDIS_URL, BusyCores, PeakRss, exit_on_sigterm, mib, stop
+from _common import BENCH_REDIS_URL, BusyCores, PeakRss, bench_run, mib, stop
 from _durable import PARALLEL_GOAL, durable
 from _setup import GOAL, MAXDEPTH, Run, bench_site, run_scrapy, scrapy_settings_args, start_worker, tail
 
@@ -189,15 +187,7 @@ def main() -> int:
     parser.add_argument("--single-only", action="store_true", help="skip the parallel, latency and kill measures")
     parser.add_argument("--redis-url", default=BENCH_REDIS_URL)
     args = parser.parse_args()
-    exit_on_sigterm()
-    try:
-        with tempfile.TemporaryDirectory(prefix="trawl-bench-") as tmp, contextlib.ExitStack() as stack:
-            summary = bench(args, Path(tmp), stack)
-    except KeyboardInterrupt:
-        print("\ninterrupted; every process this bench started has been stopped", file=sys.stderr)
-        return 130
-    print(json.dumps(summary))
-    return 0
+    return bench_run(bench, args)
 
 
 if __name__ == "__main__":

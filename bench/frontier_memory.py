@@ -11,7 +11,8 @@ Measured with Redis's MEMORY USAGE (every element counted) on the keys the crawl
 seen-set at the end, each over the number of entries. The baseline, in the same run: the layout before (a sorted set
 of plainly pickled requests, a set of 12-byte fingerprints), written with the same requests. The process's RSS is
 sampled through the crawl; its peak less its RSS before the crawl is the growth (goal ≤ 50 MiB). What the codec's
-options would take per request is printed too (plain pickle, compact, compact deflated without and with the preset).
+options would take per request is printed too (plain pickle, compact JSON, compact JSON deflated without and with
+the preset).
 
     BENCH_REDIS_URL=redis://127.0.0.1:6379/12 .venv/bin/python bench/frontier_memory.py [--pages 1000000]
 """
@@ -78,7 +79,13 @@ class SyntheticCrawl:
 
         self.pages, self.job = pages, uuid.uuid4().hex
         install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")  # never run: no engine, no HTTP
-        crawler = Crawler(Shop, {"LOG_LEVEL": "ERROR", **frontier_settings(job_id=self.job, attempt=1, shard=0)})
+        from runtime.settings.compose import with_pins, with_trawl_defaults
+
+        # The project's knobs (the frontier's TTL and lease among them), as a crawl's composed settings hold them.
+        knobs = with_pins(
+            with_trawl_defaults({"LOG_LEVEL": "ERROR", **frontier_settings(job_id=self.job, attempt=1, shard=0)})
+        )
+        crawler = Crawler(Shop, knobs)
         crawler._apply_settings()
         crawler.engine = types.SimpleNamespace()  # no engine to wake: this loop is the engine
         self.spider = Shop()
@@ -140,7 +147,7 @@ def baseline(crawl: SyntheticCrawl) -> dict:
             plain = pickle.dumps(request.to_dict(spider=spider), protocol=pickle.HIGHEST_PROTOCOL)
             members[struct.pack(">Q", n) + plain] = 0
             fingerprints.append(compact_fingerprint(fingerprinter.fingerprint(request)))
-            short = pickle.dumps(codec.compact_dict(request, spider), protocol=pickle.HIGHEST_PROTOCOL)
+            short = json.dumps(codec.compact_dict(request, spider), separators=(",", ":")).encode()
             sizes["plain_pickle"] += len(plain)
             sizes["compact"] += 1 + len(short)
             sizes["compact_deflated"] += 1 + len(zlib.compress(short, 9)[2:-4])  # raw deflate: no zlib header

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from _common import BENCH_REDIS_URL, exit_on_sigterm, running, served, stop, write_link_site
+from _common import BENCH_REDIS_URL, bench_run, running, served, stop, write_link_site
 from _setup import setup_django, start_worker, tail, unthrottle, use_bench_environment
 
 GOAL = 0.90
@@ -41,9 +39,9 @@ class LinkSpider(InstalledLinkSpider):
 
 
 def package_environment(tmp: Path) -> None:
-    """Before Trawl is imported (project.env reads these once): this run's package storage and environment cache."""
+    """Before Trawl is imported (project.env reads these once): this run's environment cache. The wheel goes to the
+    package storage, the run's database by default, which its worker shares."""
     os.environ.update(
-        TRAWL_PACKAGE_DIR=str(tmp / "packages"),
         TRAWL_PACKAGE_CACHE_DIR=str(tmp / "package-envs"),
         TRAWL_PACKAGE_NO_INDEX="1",  # the wheel needs nothing Trawl does not have: never ask the internet
     )
@@ -183,15 +181,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds one crawl or build may take")
     parser.add_argument("--redis-url", default=BENCH_REDIS_URL)
     args = parser.parse_args()
-    exit_on_sigterm()
-    try:
-        with tempfile.TemporaryDirectory(prefix="trawl-bench-") as tmp, contextlib.ExitStack() as stack:
-            summary = bench(args, Path(tmp), stack)
-    except KeyboardInterrupt:
-        print("\ninterrupted; every process this bench started has been stopped", file=sys.stderr)
-        return 130
-    print(json.dumps(summary))
-    return 0
+    return bench_run(bench, args)
 
 
 if __name__ == "__main__":

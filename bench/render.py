@@ -66,9 +66,9 @@ def playwright_settings_args() -> list[str]:
     """scrapy-playwright on the Chromium, launch arguments and page bound Trawl's workers use."""
     from django.conf import settings
 
-    from runtime.rendering.browser import CHROMIUM_ARGS
+    from runtime.rendering.environment import chromium_args
 
-    launch = {"executable_path": settings.TRAWL_RENDER_CHROMIUM, "headless": True, "args": list(CHROMIUM_ARGS)}
+    launch = {"executable_path": settings.TRAWL_RENDER_CHROMIUM, "headless": True, "args": chromium_args()}
     handlers = {scheme: "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler" for scheme in ("http", "https")}
     values = {
         "DOWNLOAD_HANDLERS": json.dumps(handlers),

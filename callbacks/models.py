@@ -13,6 +13,7 @@ class EventType(models.TextChoices):
     JOB_FAILED = "job.failed", "job.failed"
     JOB_ALERT = "job.alert", "job.alert"
     BATCH_COMPLETED = "batch.completed", "batch.completed"
+    ITEM_CHANGED = "item.changed", "item.changed"
 
 
 class DeliveryStatus(models.TextChoices):

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -21,12 +23,16 @@ from django.utils import timezone
 from callbacks.models import RETRYABLE_STATUSES, Delivery, DeliveryAttempt, DeliveryStatus
 from callbacks.payloads import envelope
 from callbacks.publish import publish_delivery
-from callbacks.transport import post_signed
+from callbacks.transport import PostResult, post_signed
 
 logger = logging.getLogger("trawl.callbacks")
 
 # A message may run a little before its due time (clock skew between hosts); earlier than this it is a duplicate.
 EARLY_TOLERANCE = timedelta(seconds=1)
+# Resolving the receiver's name comes before the POST's deadline (TRAWL_DNS_SERVERS: 5 s per record type).
+RESOLVE_ALLOWANCE_SECONDS = 15
+# What an attempt's log row says until its outcome is written over it: what stays if its worker died mid-POST.
+UNFINISHED = "no outcome recorded: the worker stopped during the attempt"
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,9 @@ def event_emit(
 
 
 def delivery_attempt(*, delivery_id: object) -> AttemptOutcome:
-    """Make the next attempt of a delivery, if it is due and no one else is making it; record what happened."""
+    """Make the next attempt of a delivery, if it is due, within its budget and no one else is making it; record
+    what happened. The attempt's row is written as it is claimed, so even an attempt whose worker died mid-POST is
+    in the log, and `max_attempts` is final: no claim is made past it."""
     now = timezone.now()
     delivery = Delivery.objects.select_related("requester").filter(pk=delivery_id).first()
     if (
@@ -95,30 +103,62 @@ def delivery_attempt(*, delivery_id: object) -> AttemptOutcome:
         or delivery.next_attempt_at > now + EARLY_TOLERANCE
     ):
         return AttemptOutcome("skipped")
+    if delivery.attempts >= delivery.max_attempts:
+        return _spent(delivery)
     number = delivery.attempts + 1
     # Claim attempt `number` (compare-and-set) and lease it, so a duplicate message or the sweeper cannot send it too.
-    lease = now + timedelta(seconds=settings.TRAWL_WEBHOOK_TIMEOUT_SECONDS + 60)
-    claimed = Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status__in=RETRYABLE_STATUSES)
+    lease = now + timedelta(seconds=delivery_lease_seconds())
+    claimed = Delivery.objects.filter(
+        pk=delivery.pk, attempts=delivery.attempts, attempts__lt=F("max_attempts"), status__in=RETRYABLE_STATUSES
+    )
     if not claimed.update(attempts=number, next_attempt_at=lease):
         return AttemptOutcome("skipped")
-    secret = delivery.requester.webhook_secret if delivery.requester else ""
-    result = post_signed(
-        url=delivery.target_url,
-        payload=delivery.payload,
-        headers={"X-Trawl-Event": delivery.event, "X-Trawl-Delivery": str(delivery.pk), "X-Trawl-Attempt": str(number)},
-        secret=secret,
-        timeout=settings.TRAWL_WEBHOOK_TIMEOUT_SECONDS,
+    attempt = DeliveryAttempt.objects.create(
+        delivery=delivery, number=number, started_at=now, duration_ms=0, error=UNFINISHED, ok=False
     )
-    DeliveryAttempt.objects.create(
-        delivery=delivery,
-        number=number,
-        started_at=now,
-        duration_ms=result.duration_ms,
-        status_code=result.status_code,
-        error=result.error,
-        ok=result.ok,
+    result = _post(delivery, number)
+    DeliveryAttempt.objects.filter(pk=attempt.pk).update(
+        duration_ms=result.duration_ms, status_code=result.status_code, error=result.error, ok=result.ok
     )
     return _record(delivery, number, result)
+
+
+def delivery_lease_seconds() -> float:
+    """How long a claimed attempt is its claimer's: the task's time limits (callbacks.tasks) and a margin."""
+    return settings.TRAWL_WEBHOOK_DEADLINE_SECONDS + RESOLVE_ALLOWANCE_SECONDS + 60
+
+
+def _post(delivery: Delivery, number: int) -> PostResult:
+    started = time.monotonic()
+    try:
+        return post_signed(
+            url=delivery.target_url,
+            payload=delivery.payload,
+            headers={
+                "X-Trawl-Event": delivery.event,
+                "X-Trawl-Delivery": str(delivery.pk),
+                "X-Trawl-Attempt": str(number),
+            },
+            secret=delivery.requester.webhook_secret if delivery.requester else "",
+            timeout=settings.TRAWL_WEBHOOK_TIMEOUT_SECONDS,
+        )
+    except SoftTimeLimitExceeded:
+        # An Exception subclass raised wherever the POST was (the name's resolution, most likely): the attempt is
+        # failed and recorded, never left claimed and unlogged for the sweeper to send again without end.
+        error = "SoftTimeLimitExceeded: the attempt ran past its task's time limit"
+    except Exception as exc:  # a fault of ours, not the receiver's: still a failed attempt, logged and retried
+        logger.exception("delivery %s attempt %s raised", delivery.pk, number)
+        error = f"{type(exc).__name__}: {exc}"
+    return PostResult(status_code=None, error=error, duration_ms=int((time.monotonic() - started) * 1000))
+
+
+def _spent(delivery: Delivery) -> AttemptOutcome:
+    """A delivery whose every attempt was claimed but whose last outcome was never recorded (its worker died): dead."""
+    Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status__in=RETRYABLE_STATUSES).update(
+        status=DeliveryStatus.DEAD, last_error=delivery.last_error or UNFINISHED
+    )
+    logger.warning("delivery %s %s dead: its %s attempts are spent", delivery.event, delivery.pk, delivery.attempts)
+    return AttemptOutcome("dead")
 
 
 def _record(delivery: Delivery, number: int, result) -> AttemptOutcome:

@@ -46,18 +46,36 @@ def jobs_admit(*, requester: Requester | None, shards: int, jobs: int = 1) -> No
     if requester is None:
         return  # the system tenant: scheduled and admin work
     locked = Requester.objects.select_for_update().only("name", "is_admin", "max_active_jobs").get(pk=requester.pk)
-    limit = requester_shard_cap(requester=locked)
+    _admit(locked, shards=shards, jobs=jobs)
+
+
+def jobs_admit_early(*, requester: Requester | None, shards: int, jobs: int = 1) -> None:
+    """`jobs_admit` without the lock, before any slow work on a submission (checking thousands of specs, resolving
+    their names): what is over the cap now is refused at once. `jobs_admit` still decides, locked, at creation."""
+    if requester is not None:
+        _admit(requester, shards=shards, jobs=jobs)
+
+
+def _admit(requester: Requester, *, shards: int, jobs: int) -> None:
+    limit = requester_shard_cap(requester=requester)
     if limit is None:
         return
     active = active_shards(requester_id=requester.pk)
     if active + shards > limit:
         added = f"{shards}" if shards == jobs else f"{shards} (its {jobs} job(s)' parallelism summed)"
         raise TrawlError(
-            f"requester {locked.name} may have at most {limit} active jobs (max_active_jobs: queued + running, a job "
-            f"with parallelism N counting N); it has {active} and this submission adds {added}. Wait for some to "
+            f"requester {requester.name} may have at most {limit} active jobs (max_active_jobs: queued + running, a "
+            f"job with parallelism N counting N); it has {active} and this submission adds {added}. Wait for some to "
             "finish or ask an admin to raise it",
             status_code=429,
         )
+
+
+def declared_shards(spec: object) -> int:
+    """The shards a raw job spec asks for (its `parallelism` when valid, else 1: checking it comes later)."""
+    parallelism = spec.get("parallelism", 1) if isinstance(spec, dict) else 1
+    valid = isinstance(parallelism, int) and not isinstance(parallelism, bool)
+    return parallelism if valid and 1 <= parallelism <= settings.TRAWL_MAX_PARALLELISM else 1
 
 
 def active_shards(*, requester_id: int) -> int:

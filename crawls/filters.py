@@ -26,3 +26,7 @@ class BatchFilters(QueryParams):
     created_before = MomentField(help_text="Created before this time.")
     finished_since = MomentField(help_text="Ended at or after this time.")
     finished_before = MomentField(help_text="Ended before this time.")
+
+
+class DiffFilters(QueryParams):
+    volatile = serializers.BooleanField(default=False, help_text="true: also compare the source's volatile fields.")

@@ -117,6 +117,73 @@ class JobScreenshot(models.Model):
         return f"{self.job_id} {self.reason} {self.url}"
 
 
+class JobErrorPage(models.Model):
+    """A response that made the job's spider raise, its body's first TRAWL_ERROR_PAGE_MAX_BYTES
+    (runtime/watch/error_pages.py). At most TRAWL_ERROR_PAGES_MAX per job; deleted with the job."""
+
+    job = models.ForeignKey(CrawlJob, on_delete=models.CASCADE, related_name="error_pages")
+    number = models.PositiveIntegerField(help_text="attempt × 1000 + its order in the attempt; named in the log")
+    url = models.URLField(max_length=2000)
+    status = models.PositiveSmallIntegerField()
+    content_type = models.CharField(max_length=200, blank=True)
+    body = models.BinaryField()
+    size = models.PositiveBigIntegerField(help_text="the whole body's bytes")
+    error = models.TextField(blank=True)
+    kept_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [models.UniqueConstraint(fields=["job", "number"], name="unique_error_page_per_job")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} #{self.number} {self.url}"
+
+
+class JobRecording(models.Model):
+    """A recorded job's responses (gzipped WARC) and the items it kept, one per shard (runtime/replay/record.py):
+    bounded by TRAWL_RECORD_MAX_BYTES / TRAWL_RECORD_MAX_ITEMS; deleted with the job."""
+
+    job = models.ForeignKey(CrawlJob, on_delete=models.CASCADE, related_name="recordings")
+    shard = models.PositiveSmallIntegerField(default=0)
+    warc = models.BinaryField()
+    responses = models.PositiveIntegerField(default=0)
+    items = models.JSONField(default=list)
+    truncated = models.BooleanField(default=False, help_text="a bound was reached: later responses were not kept")
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "shard"], name="unique_recording_per_shard")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} shard {self.shard}: {self.responses} responses"
+
+
+class JobReplay(models.Model):
+    """A version run against a recorded job's responses with no network, and how its items differ
+    (crawls/replays/runs.py)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        CLEAN = "clean", "clean: no difference"
+        DIFFERENT = "different", "items differ"
+        FAILED = "failed", "failed (network, error)"
+
+    job = models.ForeignKey(CrawlJob, on_delete=models.CASCADE, related_name="replays")
+    version = models.ForeignKey("registry.ScraperVersion", on_delete=models.CASCADE, related_name="replays")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    report = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"replay {self.pk} of {self.job_id}: {self.status}"
+
+
 class JobLog(models.Model):
     """The stored log of one job attempt (and shard), moved here from Redis when the attempt ends
     (crawls/logs/joblog.py).

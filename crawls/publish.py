@@ -26,6 +26,7 @@ PUBLISH_BATCH_SIZE = 1000  # broker commands per pipeline when publishing many (
 RUN_CRAWL = "crawls.tasks.run_crawl"
 LAUNCH_BATCH = "crawls.tasks.launch_batch"
 FINALIZE_BATCH = "crawls.tasks.finalize_batch"
+REPLAY_JOB = "crawls.tasks.replay_job"
 
 
 def crawl_signature(*, job: CrawlJob, timeout: float | None = None, **extra_kwargs: object) -> Signature:
@@ -110,3 +111,7 @@ def publish_batch_chord(*, batch: Batch, jobs: list[CrawlJob]) -> AsyncResult:
 
 def publish_batch_finalize(*, batch_id: object) -> None:
     messages.send(signature(FINALIZE_BATCH, args=(str(batch_id),)))
+
+
+def publish_replay(*, replay_id: int) -> None:
+    messages.send(signature(REPLAY_JOB, args=(replay_id,)))

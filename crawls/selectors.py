@@ -6,7 +6,16 @@ from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from access.models import Requester
-from crawls.models import ACTIVE_STATUSES, Batch, CrawlJob, JobScreenshot, JobStatus
+from crawls.models import (
+    ACTIVE_STATUSES,
+    Batch,
+    CrawlJob,
+    JobErrorPage,
+    JobRecording,
+    JobReplay,
+    JobScreenshot,
+    JobStatus,
+)
 
 
 def jobs_visible(*, requester: Requester) -> QuerySet[CrawlJob]:
@@ -112,3 +121,23 @@ def job_screenshot_count(*, job_id: object) -> int:
 def job_screenshot_images(*, job: CrawlJob) -> QuerySet[JobScreenshot]:
     """The job's screenshots with their images (GET /api/jobs/{id}/screenshots/{n}/ sends one)."""
     return JobScreenshot.objects.filter(job=job)
+
+
+def job_error_pages(*, job: CrawlJob) -> QuerySet[JobErrorPage]:
+    """The responses that made the job's spider raise, in the order kept, without their bodies."""
+    return JobErrorPage.objects.filter(job=job).defer("body")
+
+
+def job_error_page_bodies(*, job: CrawlJob) -> QuerySet[JobErrorPage]:
+    """The same with their bodies (GET /api/jobs/{id}/error-pages/{number}/ sends one)."""
+    return JobErrorPage.objects.filter(job=job)
+
+
+def job_replays(*, job: CrawlJob) -> QuerySet[JobReplay]:
+    """The job's replays, newest first."""
+    return JobReplay.objects.filter(job=job).select_related("version")
+
+
+def job_recordings(*, job: CrawlJob) -> QuerySet[JobRecording]:
+    """The job's recordings (one per shard), without their WARC."""
+    return JobRecording.objects.filter(job=job).defer("warc").order_by("shard")

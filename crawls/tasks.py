@@ -39,6 +39,17 @@ def build_package(version_id: int) -> str:
     return version_package_build(version_id=version_id)
 
 
+# Not acks_late: a replay that killed its worker is not run again by the next one; it stays `running`, and may be
+# asked again. Its child has TRAWL_REPLAY_TIMEOUT.
+@shared_task(name="crawls.tasks.replay_job")
+def replay_job(replay_id: int) -> str:
+    from crawls.models import JobReplay
+    from crawls.replays.runs import job_replay_run
+
+    replay = JobReplay.objects.select_related("job", "version").filter(pk=replay_id).first()
+    return job_replay_run(replay=replay).status if replay else "gone"
+
+
 @shared_task(name="crawls.tasks.launch_batch", acks_late=True)
 def launch_batch(batch_id: str) -> str:
     return batch_launch(batch_id=batch_id)

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.db.models import Count, Q
 
-from crawls.models import CrawlJob, JobStatus
+from crawls.models import CrawlJob, JobRecording, JobReplay, JobStatus
 from registry.models import ScraperVersion
 from registry.outcomes import VersionOutcome
 
@@ -75,3 +75,24 @@ def packages_running(sha256s: Iterable[str]) -> set[str]:
     """Of these package hashes, those a running job uses."""
     running = CrawlJob.objects.filter(version__package__sha256__in=set(sha256s), status=JobStatus.RUNNING)
     return set(running.values_list("version__package__sha256", flat=True))
+
+
+def replay_problem(*, version: ScraperVersion) -> str:
+    """Why `version` has no clean replay of its scraper's latest recorded job ("" when it has one, or when the scraper
+    has no recorded job yet: nothing to compare with)."""
+    recorded = (
+        CrawlJob.objects.filter(scraper_id=version.scraper_id, status=JobStatus.SUCCEEDED)
+        .filter(pk__in=JobRecording.objects.values("job_id"))
+        .order_by("-finished_at")
+        .first()
+    )
+    if recorded is None:
+        return ""
+    how = f'POST /api/jobs/{recorded.pk}/replay/ {{"version": "{version.version}"}}'
+    replay = JobReplay.objects.filter(job=recorded, version_id=version.pk).exclude(finished_at=None).first()
+    if version.pk is None or replay is None:
+        return f"no replay of its latest recorded job {recorded.pk} by {version.version} yet ({how})"
+    if replay.status != JobReplay.Status.CLEAN:
+        summary = replay.error or (replay.report or {}).get("summary", "")
+        return f"replay {replay.pk} of job {recorded.pk} is {replay.status}: {summary}"
+    return ""

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html
 
-from items.models import Item, ItemPriceChange, ItemSighting
+from items.models import ChangeWatch, Item, ItemFieldChange, ItemPriceChange, ItemSighting, SourceVolatility
 
 TITLE_CHARS = 48
 URL_CHARS = 56
@@ -43,6 +43,17 @@ class PriceChangeInline(admin.TabularInline):
     max_num = 0
 
 
+class FieldChangeInline(admin.TabularInline):
+    """The item's latest field changes, newest first (volatile ones flagged)."""
+
+    model = ItemFieldChange
+    fields = ("changed_at", "field", "kind", "old", "new", "volatile", "job")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    max_num = 0
+
+
 @admin.register(Item)
 class ItemAdmin(admin.ModelAdmin):
     # Titles and URLs are shortened (in full on hover) and times compact, so "first seen" still fits at 1280 px.
@@ -50,7 +61,7 @@ class ItemAdmin(admin.ModelAdmin):
     list_filter = ("scraper", "category", "changed_at", "last_seen")
     search_fields = ("url", "fingerprint")
     readonly_fields = [field.name for field in Item._meta.fields]
-    inlines = [PriceChangeInline, SightingInline]
+    inlines = [FieldChangeInline, PriceChangeInline, SightingInline]
 
     @admin.display(description="item")
     def short_title(self, item: Item):
@@ -87,3 +98,24 @@ class ItemAdmin(admin.ModelAdmin):
         return lookup in ("sightings__job__id__exact", "sightings__job") or super().lookup_allowed(
             lookup, value, request
         )
+
+
+@admin.register(SourceVolatility)
+class SourceVolatilityAdmin(admin.ModelAdmin):
+    """Which fields of a source change on most of its runs; `always`/`never` override what the runs found."""
+
+    list_display = ("source", "effective_fields", "updated_at")
+    fields = ("source", "observed", "always", "never", "runs", "updated_at")
+    readonly_fields = ("observed", "runs", "updated_at")
+    raw_id_fields = ("source",)
+
+    @admin.display(description="volatile fields")
+    def effective_fields(self, state: SourceVolatility) -> str:
+        return ", ".join(state.effective) or "–"
+
+
+@admin.register(ChangeWatch)
+class ChangeWatchAdmin(admin.ModelAdmin):
+    list_display = ("pk", "requester", "source", "target_url", "enabled")
+    list_filter = ("enabled",)
+    raw_id_fields = ("requester", "source")

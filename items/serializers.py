@@ -27,3 +27,15 @@ class ItemSerializer(serializers.Serializer):
     last_seen = serializers.DateTimeField()
     changed_at = serializers.DateTimeField()
     price_history = PriceChangeSerializer(source="price_changes.all", many=True)
+
+
+class FieldChangeSerializer(serializers.Serializer):
+    """One field of an item moved (GET /api/items/{id}/changes/)."""
+
+    field = serializers.CharField(help_text="`price`, or `sections.Pricing` one level into a dict field.")
+    kind = serializers.CharField(help_text="added | removed | changed")
+    old = serializers.JSONField(allow_null=True)
+    new = serializers.JSONField(allow_null=True)
+    volatile = serializers.BooleanField(help_text="The field changes on most runs of its source: no item change.")
+    job = serializers.UUIDField(source="job_id", allow_null=True)
+    changed_at = serializers.DateTimeField()

@@ -13,9 +13,13 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from access.models import Requester
 from catalog.services import MAX_NAME, category_names_record
 from items.bulk import rows_upsert
-from items.models import Item, ItemChange, ItemPriceChange, ItemSighting
+from items.history.record import ChunkHistory, history_enabled
+from items.models import ChangeWatch, Item, ItemChange, ItemPriceChange, ItemSighting
+from project.errors import TrawlError
+from project.net import target_check
 
 IDENTITY_FIELDS = ("fingerprint", "id", "sku", "url")
 ITEM_COLUMNS = (
@@ -32,6 +36,7 @@ ITEM_COLUMNS_UPDATED = (
     "category",
     "category_name",
 )
+SIGHTING_COLUMNS = ("job", "item", "change", "seen_at")
 
 
 def item_fingerprint(data: dict[str, Any]) -> str:
@@ -49,11 +54,15 @@ def content_hash(data: dict[str, Any]) -> str:
 
 
 @transaction.atomic
-def items_upsert(*, job_id: int, scraper_id: int, tenant_id: int, items: list[dict[str, Any]]) -> Counter:
+def items_upsert(
+    *, job_id: int, scraper_id: int, tenant_id: int, items: list[dict[str, Any]], source_id: int | None = None
+) -> Counter:
     """Insert new items, update changed ones, touch unchanged ones; record what this job saw. Returns counts.
 
     Items are the job's tenant's (access.tenancy.job_tenant_id: a crawl looks it up once and stores chunk after
-    chunk): another requester's item with the same fingerprint is never read nor written."""
+    chunk): another requester's item with the same fingerprint is never read nor written. With field history on
+    (TRAWL_ITEM_CHANGES_MAX), each moved field is recorded, and an item whose only moved fields are volatile for the
+    job's source (items/history/volatility.py) is stored but counted unchanged."""
     latest: dict[str, tuple[dict, str]] = {}
     for data in items:
         latest[item_fingerprint(data)] = (data, content_hash(data))
@@ -64,23 +73,34 @@ def items_upsert(*, job_id: int, scraper_id: int, tenant_id: int, items: list[di
     known_rows = list(
         own.select_for_update()
         .filter(fingerprint__in=list(latest))
-        .values_list("fingerprint", "pk", "content_hash", "data")
+        .values_list("fingerprint", "pk", "content_hash", "data", "changed_at")
     )
-    ids = {fingerprint: pk for fingerprint, pk, _, _ in known_rows}
-    known = {fingerprint: digest for fingerprint, _, digest, _ in known_rows}
-    old_prices = {fingerprint: price_of(data) for fingerprint, _, _, data in known_rows}
+    ids = {fingerprint: pk for fingerprint, pk, *_ in known_rows}
+    known = {fingerprint: (digest, data, changed_at) for fingerprint, _, digest, data, changed_at in known_rows}
+    moved = [
+        fingerprint for fingerprint, (_, digest) in latest.items() if known.get(fingerprint, (digest,))[0] != digest
+    ]
+    history = ChunkHistory(job_id=job_id, source_id=source_id, now=now) if history_enabled() else None
+    old = {fingerprint: known[fingerprint][1] for fingerprint in moved}
+    changed = changed_for_real(history=history, old=old, latest=latest, seen=len(known))
     categories = category_names_record(names=[data.get("category") for data, _ in latest.values()])
-    rows, unchanged, changes, times = [], [], {}, (now, now, now)
+    rows, unchanged, changes = [], [], {}
     for fingerprint, (data, digest) in latest.items():
-        if known.get(fingerprint) == digest:
+        if fingerprint in known and known[fingerprint][0] == digest:
             unchanged.append(fingerprint)
             changes[fingerprint] = ItemChange.UNCHANGED
             continue
-        changes[fingerprint] = ItemChange.NEW if fingerprint not in known else ItemChange.CHANGED
+        if fingerprint not in known:
+            changes[fingerprint], changed_at = ItemChange.NEW, now
+        elif fingerprint in changed:
+            changes[fingerprint], changed_at = ItemChange.CHANGED, now
+        else:  # only volatile fields moved: the new values are stored, the item did not change
+            changes[fingerprint], changed_at = ItemChange.UNCHANGED, known[fingerprint][2]
         category = data.get("category")
         category_id = categories.get(category) if isinstance(category, str) else None
         url, category_name = str(data.get("url") or "")[:2000], category_name_of(data)
         # In ITEM_COLUMNS' order; the three times are first_seen, last_seen and changed_at.
+        times = (now, now, changed_at)
         rows.append((tenant_id, scraper_id, fingerprint, url, data, digest, *times, job_id, category_id, category_name))
     # New and changed rows in one INSERT ... ON CONFLICT DO UPDATE (first_seen is kept): a row a concurrent job
     # inserted since we looked is updated, not a failure. It returns the rows' ids where the database can.
@@ -97,11 +117,29 @@ def items_upsert(*, job_id: int, scraper_id: int, tenant_id: int, items: list[di
         own.filter(fingerprint__in=unchanged).update(last_seen=now, last_job_id=job_id)
     if missing := [fingerprint for fingerprint in latest if fingerprint not in ids]:
         ids.update(own.filter(fingerprint__in=missing).values_list("fingerprint", "pk"))
-    sightings = [(job_id, ids[fingerprint], change) for fingerprint, change in changes.items()]
-    rows_upsert(ItemSighting, ("job", "item", "change"), sightings, conflict=("job", "item"))
-    moved = {fp: old for fp, old in old_prices.items() if changes[fp] == ItemChange.CHANGED}
-    price_changes_record(job_id=job_id, ids=ids, old_prices=moved, new={fp: latest[fp][0] for fp in moved}, now=now)
+    # seen_at is the job's latest store of the item: what changed after it, the job did not see (history/seen.py).
+    sightings = [(job_id, ids[fingerprint], change, now) for fingerprint, change in changes.items()]
+    rows_upsert(ItemSighting, SIGHTING_COLUMNS, sightings, conflict=("job", "item"), update=("seen_at",))
+    old_prices = {fp: price_of(known[fp][1]) for fp in changed}
+    price_changes_record(
+        job_id=job_id, ids=ids, old_prices=old_prices, new={fp: latest[fp][0] for fp in changed}, now=now
+    )
+    if history is not None:
+        history.record(ids=ids)  # last: it locks the source's volatility row until the commit
     return Counter(changes.values())
+
+
+def changed_for_real(
+    *, history: ChunkHistory | None, old: dict[str, dict], latest: dict[str, tuple[dict, str]], seen: int
+) -> set[str]:
+    """Of the known items whose content hash moved (`old`: their stored data), those that changed: all of them
+    without field history; with it, those with a field moved that is not volatile for the source (each diffed, the
+    chunk's `seen` known items counted into the source's volatility)."""
+    if history is None:
+        return set(old)
+    for fingerprint, data in old.items():
+        history.diff(fingerprint, data, latest[fingerprint][0])
+    return history.settle(seen=seen)
 
 
 def category_name_of(data: dict[str, Any]) -> str:
@@ -154,3 +192,17 @@ def items_categorize(*, external_name: str, category_id: int | None) -> int:
     """Items whose `category` field is this external name now carry the internal category (an indexed column: no
     scan of every item's JSON). Subscribed to catalog's name mapping (items/apps.py)."""
     return Item.objects.filter(category_name=external_name).update(category_id=category_id)
+
+
+@transaction.atomic
+def change_watch_create(
+    *, requester: Requester, source: Any = None, target_url: str, rules: list, enabled: bool = True
+) -> ChangeWatch:
+    """A requester's opt-in to `item.changed` events (a source's items: admins only), its target checked like every
+    callback URL."""
+    if source is not None and not requester.is_admin:
+        raise TrawlError("only admins may watch a source's items", field="source")
+    target_check(target_url, field="target_url")
+    return ChangeWatch.objects.create(
+        requester=requester, source=source, target_url=target_url, rules=rules, enabled=enabled
+    )

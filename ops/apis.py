@@ -20,8 +20,9 @@ class StatsView(APIView):
             OpenApiParameter(
                 "refresh_workers",
                 OpenApiTypes.BOOL,
-                description="Admin tokens: ask every worker now (`inspect active`, about a second) instead of beat's "
-                "last sample. A broadcast to the workers, so refused (403) for requester tokens.",
+                description="Kept for older clients: the workers list is always current (each node writes its own "
+                "presence every few seconds), so it changes nothing. Refused (403) for requester tokens, whose "
+                "reports leave the workers out.",
             )
         ],
         responses={200: OpenApiTypes.OBJECT},
@@ -35,7 +36,7 @@ class StatsView(APIView):
         refresh = request.query_params.get("refresh_workers", "").lower() in {"1", "true", "yes"}
         requester = request.user
         if requester.is_admin:
-            return Response(stats_report(refresh_workers=refresh))
+            return Response(stats_report())
         if refresh:
-            raise PermissionDenied("refresh_workers broadcasts to every worker: it needs an admin token.")
+            raise PermissionDenied("refresh_workers reads every worker: it needs an admin token.")
         return Response(stats_report(tenant=requester.pk))

@@ -1,4 +1,5 @@
-"""Retention: finished jobs older than TRAWL_RETENTION_DAYS go, with their logs, sightings and deliveries.
+"""Retention: finished jobs older than TRAWL_RETENTION_DAYS go, with their logs, sightings, deliveries and the field
+changes they recorded.
 
 Items stay (their `last_job` becomes empty), and so does each source's last finished job, which its schedule,
 monitors and run history compare against.
@@ -19,7 +20,7 @@ from django.utils import timezone
 from callbacks.models import Delivery
 from crawls.logs.joblog import job_log_forget
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobLog
-from items.models import ItemSighting
+from items.models import ItemFieldChange, ItemSighting
 
 logger = logging.getLogger("trawl.retention")
 
@@ -40,6 +41,8 @@ def _counts(job_ids: list) -> Counter:
         logs=JobLog.objects.filter(job_id__in=job_ids).count(),
         sightings=ItemSighting.objects.filter(job_id__in=job_ids).count(),
         deliveries=Delivery.objects.filter(job_id__in=job_ids).count(),
+        # Field changes the jobs recorded go with them: an item's history is bounded by its retention too.
+        field_changes=ItemFieldChange.objects.filter(job_id__in=job_ids).count(),
     )
 
 
@@ -52,11 +55,12 @@ def jobs_cleanup(
 ) -> dict[str, int]:
     """Delete expired jobs chunk by chunk (one short transaction each); with `dry_run`, only count them.
 
-    Returns what went (or would go): jobs, logs, sightings, deliveries. `on_job` sees each job before it goes.
+    Returns what went (or would go): jobs, logs, sightings, deliveries, field changes. `on_job` sees each job before
+    it goes.
     """
     days = settings.TRAWL_RETENTION_DAYS if days is None else days
     chunk = chunk or settings.TRAWL_RETENTION_CHUNK
-    total: Counter = Counter(jobs=0, logs=0, sightings=0, deliveries=0)
+    total: Counter = Counter(jobs=0, logs=0, sightings=0, deliveries=0, field_changes=0)
     expired = jobs_expired(days=days)
     offset = 0
     while True:
@@ -83,5 +87,5 @@ def _delete(ids: list, attempts: list[tuple[object, int]]) -> None:
     with transaction.atomic():
         # Deliveries only lose their job on delete (SET_NULL): they go explicitly, their attempts cascade.
         Delivery.objects.filter(job_id__in=ids).delete()
-        CrawlJob.objects.filter(pk__in=ids).delete()  # sightings and stored logs cascade; items stay
+        CrawlJob.objects.filter(pk__in=ids).delete()  # sightings, field changes and stored logs cascade; items stay
     job_log_forget(jobs=attempts)

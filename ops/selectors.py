@@ -23,7 +23,7 @@ from ops.stats import (
     throttle_numbers,
 )
 from ops.workers import workers_report
-from throttling.services import throttle_adaptive_report
+from throttling.slowed import throttle_slowed_top
 
 KINDS = (("domains", "domain"), ("scrapers", "scraper"), ("versions", "version"))
 
@@ -32,9 +32,7 @@ def window_names() -> list[str]:
     return [*map(str, settings.TRAWL_STATS_WINDOWS), LIFETIME]
 
 
-def stats_report(
-    *, now: float | None = None, refresh_workers: bool = False, tenant: int | None = None
-) -> dict[str, Any]:
+def stats_report(*, now: float | None = None, tenant: int | None = None) -> dict[str, Any]:
     """Rolling windows per dimension ({name: {window: numbers}}), queue depths, active jobs and workers.
 
     With a tenant (a requester's token): that tenant's own numbers and active jobs only; the queues and workers,
@@ -57,9 +55,10 @@ def stats_report(
     report["jobs_active"] = jobs_active(requester=tenant)
     if tenant is None:
         report["queues"] = queue_depths()
-        report["workers"] = workers_report(refresh=refresh_workers)
-        # Domains the adaptive controller holds below their configured rate, and why (docs/throttling.md).
-        report["throttle"] = {"adaptive": throttle_adaptive_report()}
+        report["workers"] = workers_report()
+        # The domains the adaptive controller slowed most, and why, and how many it slowed (docs/throttling.md).
+        slowed, count = throttle_slowed_top(limit=settings.TRAWL_METRICS_MAX_DOMAINS)
+        report["throttle"] = {"adaptive": slowed, "slowed": count}
     return report
 
 

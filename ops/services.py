@@ -11,7 +11,7 @@ from access.tenancy import job_tenant_id
 from crawls.models import CrawlJob
 from ops.queues import queue_sample_store
 from ops.stats import job_dimensions, job_numbers, stats_record, throttle_numbers, version_label
-from ops.workers import workers_live_store
+from ops.workers import workers_live
 
 logger = logging.getLogger("trawl.jobs")
 
@@ -56,7 +56,7 @@ def _log_finish(job: CrawlJob, *, domain: str, version: str) -> None:
 
 
 def ops_sample() -> dict:
-    """Beat's sample: queue depths (kept for the dashboard's chart) and which workers answer, with their jobs."""
+    """Beat's sample: queue depths (kept for the dashboard's chart) and how many workers are alive."""
     depths = queue_sample_store()
-    workers = workers_live_store()
+    workers = workers_live()
     return {"queued": sum(q["total"] for q in depths["queues"].values()), "workers": len(workers)}

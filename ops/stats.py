@@ -5,7 +5,10 @@ bucket of the minute and of the hour it ended in, and to a lifetime hash — onc
 everything, its domain, its scraper, its scraper version. A window of N seconds is the sum of its last N/60 minutes,
 the current one included: whole hours come from hour buckets and the ragged ends from minute buckets, so the day
 window costs 23-24 hour reads and at most 60 minute reads instead of 1440. Buckets expire two hours after the longest
-window; the lifetime hash never does.
+window. The lifetime hash holds only dimensions that do not grow with the sites crawled (everything, scrapers,
+versions); a domain's lifetime is a small hash of its own that expires once nobody crawled the domain for
+TRAWL_STATS_DOMAIN_TTL, with the domains ranked by requests in a sorted set (pruned of expired ones as jobs end), so
+that /metrics reads the busiest few and sums the rest as everything minus them, never every domain.
 """
 
 from __future__ import annotations
@@ -126,12 +129,18 @@ def stats_record(
     """Add one job's numbers to the minute, hour and lifetime counters of every dimension, in one round trip."""
     minute, hour = int(at) // 60, int(at) // 3600
     keep = max(settings.TRAWL_STATS_WINDOWS) + 7200
-    pipe = get_redis().pipeline(transaction=False)
-    for bucket in (_key("m", minute), _key("h", hour), _key("total")):
-        for kind, name in dimensions:
+    client = get_redis()
+    pipe = client.pipeline(transaction=False)
+    for kind, name in dimensions:
+        lifetime = _key("total") if not is_domain_kind(kind) else domain_total_key(kind, name)
+        for bucket in (_key("m", minute), _key("h", hour), lifetime):
             for metric, value in numbers.items():
                 # Floats for all: Redis prints whole sums as integers, and HINCRBY would refuse a field once fractional.
                 pipe.hincrbyfloat(bucket, f"{kind}|{name}|{metric}", value)
+        if is_domain_kind(kind):
+            pipe.expire(lifetime, settings.TRAWL_STATS_DOMAIN_TTL)
+            pipe.zincrby(_key("domains", kind), numbers.get("requests", 0), name)
+            pipe.zadd(_key("domains_seen", kind), {name: at})
     if duration is not None:
         le = duration_bucket(duration, settings.TRAWL_STATS_DURATION_BUCKETS)
         for kind, name in dimensions:
@@ -140,6 +149,45 @@ def stats_record(
     pipe.expire(_key("m", minute), keep)
     pipe.expire(_key("h", hour), keep)
     pipe.execute()
+    _forget_idle_domains(client, kinds=[kind for kind, _ in dimensions if is_domain_kind(kind)], now=at)
+
+
+def is_domain_kind(kind: str) -> bool:
+    """Dimensions that grow with every site crawled: `domain`, and each tenant's (`t3.domain`)."""
+    return kind == "domain" or kind.endswith(".domain")
+
+
+def domain_total_key(kind: str, name: str) -> str:
+    return _key("total", kind, name)
+
+
+def _forget_idle_domains(client: Any, *, kinds: list[str], now: float, batch: int = 100) -> None:
+    """Take domains whose lifetime hash expired (idle for TRAWL_STATS_DOMAIN_TTL) out of the rankings, a batch per
+    finished job: the rankings stay as long as the domains crawled recently, never every domain ever seen."""
+    cutoff = now - settings.TRAWL_STATS_DOMAIN_TTL
+    for kind in kinds:
+        idle = client.zrangebyscore(_key("domains_seen", kind), "-inf", cutoff, start=0, num=batch)
+        if idle:
+            client.zrem(_key("domains_seen", kind), *idle)
+            client.zrem(_key("domains", kind), *idle)
+
+
+def busiest_domains(*, kind: str = "domain", limit: int) -> dict[str, dict[str, float]]:
+    """The lifetime counters of the `limit` domains with the most requests (of those crawled within
+    TRAWL_STATS_DOMAIN_TTL): one ZREVRANGE and `limit` small hashes."""
+    client = get_redis()
+    names = client.zrevrange(_key("domains", kind), 0, max(0, limit - 1)) if limit > 0 else []
+    return domain_totals(kind=kind, names=names)
+
+
+def domain_totals(*, kind: str, names: Iterable[str]) -> dict[str, dict[str, float]]:
+    """The lifetime counters of the named domains, each from its own hash."""
+    names = list(names)
+    pipe = get_redis().pipeline(transaction=False)
+    for name in names:
+        pipe.hgetall(domain_total_key(kind, name))
+    folded = _fold(pipe.execute())
+    return folded.get(kind, {})
 
 
 def window_buckets(*, now: float, seconds: int) -> list[str]:
@@ -164,7 +212,20 @@ def stats_windows(*, now: float | None = None, windows: Iterable[int] | None = N
     for key in keys:
         pipe.hgetall(key)
     hashes = dict(zip(keys, pipe.execute(), strict=True))
-    return {window: _fold(hashes[key] for key in bucket_keys) for window, bucket_keys in plan.items()}
+    folded = {window: _fold(hashes[key] for key in bucket_keys) for window, bucket_keys in plan.items()}
+    # A domain's lifetime is its own hash: read for the domains the windows show (crawled within the longest one)
+    # and the busiest ones, when windows are asked for (/metrics asks for none and reads the busiest itself).
+    lifetime = folded[LIFETIME]
+    if not windows:
+        return folded
+    kinds = {"domain", *(f"{kind.split('.')[0]}.domain" for kind in lifetime if "." in kind)}
+    client, top = get_redis(), settings.TRAWL_METRICS_MAX_DOMAINS
+    for kind in sorted(kinds):
+        names = {name for window, found in folded.items() if window != LIFETIME for name in found.get(kind, {})}
+        names.update(client.zrevrange(_key("domains", kind), 0, top - 1))
+        if names:
+            lifetime[kind] = domain_totals(kind=kind, names=sorted(names))
+    return folded
 
 
 def stats_per_minute(

@@ -9,6 +9,7 @@ from celery import Celery
 from celery.signals import beat_init, import_modules
 
 from project.messaging.broker_patches import kombu_redis_patch
+from project.presence import PresenceStep
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 # Celery's Django fixup runs Django's system checks as a worker starts; their URL check imports the whole URLconf
@@ -49,6 +50,7 @@ def without_admin_autodiscovery(**_kwargs) -> None:
 app = Celery("trawl")
 app.config_from_object("celeryconfig")
 app.autodiscover_tasks()
+app.steps["worker"].add(PresenceStep)
 
 
 @beat_init.connect(weak=False)

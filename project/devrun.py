@@ -81,11 +81,10 @@ def _answers(url: str) -> bool:
 
 
 def _workers_answer() -> bool:
-    from project.celery import app
+    from project.presence import presence_recent
 
     host = os.uname().nodename
-    replies = app.control.ping(destination=[f"crawl@{host}", f"ops@{host}"], timeout=1.0) or []
-    return len(replies) == 2
+    return all(presence_recent(f"{name}@{host}") for name in ("crawl", "ops", "hooks"))
 
 
 def readiness_wait(supervisor, *, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
@@ -111,6 +110,15 @@ def readiness_wait(supervisor, *, timeout: float = READY_TIMEOUT_SECONDS) -> boo
 
 
 def main() -> int:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from project.config_guard import refuse_unworkable
+
+    try:  # before anything starts: a configuration that cannot work stops here, naming the setting
+        refuse_unworkable(os.environ, broker_url=env.CELERY_BROKER_URL, result_backend=env.CELERY_RESULT_BACKEND)
+    except ImproperlyConfigured as exc:
+        print(f"Trawl cannot start: {exc}", file=sys.stderr)
+        return 2
     VAR.mkdir(exist_ok=True)
     os.environ.setdefault("SECRET_KEY", persistent_secret("secret.key"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
+from project.sentry import sentry_request_tags
 from project.web.unavailable import RETRY_AFTER_SECONDS, is_outage, unavailable_body
 
 API_PREFIX = "/api/"
@@ -51,7 +52,23 @@ def api_exception_handler(exc, context):
         return Response({"detail": unsupported_media_message(context)}, status=exc.status_code)
     if isinstance(exc, exceptions.NotAuthenticated):
         exc.detail = exceptions.ErrorDetail(NO_CREDENTIALS, code=exc.default_code)  # keeps its WWW-Authenticate
-    return exception_handler(exc, context)
+    response = exception_handler(exc, context)
+    if response is None:  # unexpected: Django answers 500 and Sentry (if set) reports it, tagged with the request's
+        sentry_request_tags(**request_facts(context))
+    return response
+
+
+def request_facts(context: dict) -> dict[str, str]:
+    """Who asked (the requester's name, never its token), which view, and which job (a job's route)."""
+    request, view = context["request"], context.get("view")
+    user = getattr(request, "_user", None)  # as DRF's authentication left it: asking again could raise again
+    job_id = (context.get("kwargs") or {}).get("pk", "") if request.path.startswith(f"{API_PREFIX}jobs/") else ""
+    action = getattr(view, "action", None) or request.method.lower()
+    return {
+        "requester": str(getattr(user, "name", "") or ""),
+        "view": f"{type(view).__name__}.{action}" if view is not None else "",
+        "job_id": str(job_id),
+    }
 
 
 def unsupported_media_message(context: dict) -> str:

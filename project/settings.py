@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
 from project import env
+from project.config_guard import refuse_unworkable
+from project.sentry import sentry_init
 
 BASE_DIR = env.BASE_DIR
 DEBUG = env.DEBUG
@@ -90,6 +94,11 @@ def _database() -> dict:
         config["CONN_MAX_AGE"] = 0
         # A file, not memory, so worker subprocesses started by tests share the test database.
         config["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"trawl-test-{_test_db_suffix()}.sqlite3")}
+    elif env.DATABASE_POOLING == "transaction":
+        # `.iterator()` would open a server-side cursor in one transaction and read it from another server connection.
+        config["DISABLE_SERVER_SIDE_CURSORS"] = True
+    elif env.DATABASE_POOLING:
+        raise ImproperlyConfigured(f"TRAWL_DATABASE_POOLING is {env.DATABASE_POOLING!r}: only 'transaction' (or unset)")
     return config
 
 
@@ -109,11 +118,34 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+
+
+def _package_storage() -> dict:
+    """The database (registry.packages.storage), or an S3-compatible bucket (django-storages) when one is named."""
+    if not env.PACKAGE_S3_BUCKET:
+        return {"BACKEND": "registry.packages.storage.DatabaseStorage"}
+    options = {
+        "bucket_name": env.PACKAGE_S3_BUCKET,
+        "location": env.PACKAGE_S3_PREFIX.strip("/"),
+        "endpoint_url": env.PACKAGE_S3_ENDPOINT_URL,
+        "region_name": env.PACKAGE_S3_REGION,
+        "access_key": env.PACKAGE_S3_ACCESS_KEY_ID,
+        "secret_key": env.PACKAGE_S3_SECRET_ACCESS_KEY,
+        "addressing_style": env.PACKAGE_S3_ADDRESSING_STYLE,
+    }
+    # Named by content (<sha256>/<file>): writing a name again writes the same bytes.
+    fixed = {"file_overwrite": True, "default_acl": None, "querystring_auth": False}
+    return {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {**{k: v for k, v in options.items() if v}, **fixed},
+    }
+
+
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
-    # Uploaded scraper packages (wheels), one file per SHA-256; see TRAWL_PACKAGE_STORAGE.
-    "packages": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": env.PACKAGE_DIR}},
+    # Uploaded scraper packages (wheels), one file per SHA-256, where every host reaches them (TRAWL_PACKAGE_STORAGE).
+    "packages": _package_storage(),
 }
 # Request bodies bigger than this are refused before any view parses them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
@@ -129,7 +161,20 @@ REST_FRAMEWORK = {
     # JSON only (415 otherwise): a JSON body sent without its Content-Type must not be read as form fields. The
     # version upload adds multipart/form-data itself.
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Per requester, counted in Trawl's Redis so every web worker and host shares the count: 429 with Retry-After.
+    "DEFAULT_THROTTLE_CLASSES": ["access.throttling.RequesterRateThrottle"],
 }
+# Requests per requester (all its tokens together) and per admin: "N/second|minute|hour|day"; empty: no limit.
+TRAWL_API_RATE = env.API_RATE
+TRAWL_API_ADMIN_RATE = env.API_ADMIN_RATE
+# Rows on one page of any list (`?limit=` above it gets this many): an item may be large, a page must not be.
+TRAWL_API_MAX_PAGE_SIZE = env.API_MAX_PAGE_SIZE
+# Submitted URLs' and callbacks' names are resolved (guard on) concurrently, this many at once, all within this many
+# seconds: a name that does not answer in time is a 400 naming its field, never a web worker held past its timeout.
+TRAWL_SUBMIT_RESOLVE_SECONDS = env.SUBMIT_RESOLVE_SECONDS
+TRAWL_SUBMIT_RESOLVE_CONCURRENCY = env.SUBMIT_RESOLVE_CONCURRENCY
+# /healthz answers from its last check this long: probes and anonymous callers cannot make it open connections.
+TRAWL_HEALTHZ_CACHE_SECONDS = env.HEALTHZ_CACHE_SECONDS
 SPECTACULAR_SETTINGS = {
     "TITLE": "Trawl API",
     "DESCRIPTION": "Submit and watch Scrapy crawls run on Celery workers.",
@@ -159,8 +204,17 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.LOG_LEVEL},
-    "loggers": {"scrapy": {"level": "WARNING"}, "twisted": {"level": "WARNING"}},
+    # trawl.package: packaged crawls' records (runtime.packaged.channel), quiet on the console as `scrapy` is.
+    "loggers": {"scrapy": {"level": "WARNING"}, "twisted": {"level": "WARNING"}, "trawl.package": {"level": "WARNING"}},
 }
 
 # Trawl's own settings (TRAWL_*), in a module of their own.
 from project.trawl_settings import *  # noqa: E402, F403
+from project.trawl_settings_control import *  # noqa: E402, F403
+
+# Errors to Sentry when SENTRY_DSN is set (project/sentry.py); nothing is sent, or imported, when it is not.
+SENTRY_DSN = env.SENTRY_DSN
+sentry_init(dsn=SENTRY_DSN, environment=env.SENTRY_ENVIRONMENT)
+
+# Every process (web, workers, beat, manage.py) refuses engine settings that cannot work, naming the setting.
+refuse_unworkable(os.environ, broker_url=env.CELERY_BROKER_URL, result_backend=env.CELERY_RESULT_BACKEND)

@@ -38,6 +38,10 @@ X_FRAME_OPTIONS = "DENY"
 # Outgoing requests: no callbacks to, and no non-admin crawls of, internal addresses.
 TRAWL_BLOCK_PRIVATE_TARGETS = env.BLOCK_PRIVATE_TARGETS_PRODUCTION
 
+# Packaged crawls' children never start while a Redis user needs no password: each would log in as that user, past
+# its own (runtime.packaged.child_redis). TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED=1 overrides it, knowingly.
+TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED = env.PACKAGE_REDIS_NOPASS_ALLOWED_PRODUCTION
+
 # Reloading edited spider modules in a running worker is for development: production deploys code and restarts, or
 # ships it as packages.
 TRAWL_SPIDER_RELOAD = False

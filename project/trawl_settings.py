@@ -10,9 +10,16 @@ from project.net.dns_servers import parse_servers
 # Trawl's own Redis or database away during a crawl: the crawl waits and retries this long, then the job is requeued.
 # Never a site's error class, never the source's backoff.
 TRAWL_INFRA_PATIENCE_SECONDS = env.INFRA_PATIENCE_SECONDS
+# A crawl process whose reactor thread has not answered this long while it holds a crawl hands its crawls back and is
+# replaced (runtime.bridge.watchdog). Far above what a loaded machine delays the reactor by (a page parsed, a tick
+# held: under a second), far below a job's timeout. 0 turns the watchdog off.
+TRAWL_REACTOR_STALL_SECONDS = env.REACTOR_STALL_SECONDS
+# Crawls a crawl worker process runs at once (project/pools/crawlhost.py, chosen by project/worker.py); 1: prefork.
+TRAWL_CRAWLS_PER_PROCESS = env.CRAWLS_PER_PROCESS
 TRAWL_JOB_TIMEOUT = env.JOB_TIMEOUT  # seconds a crawl may run before it is stopped and failed with `timeout`
 TRAWL_HEARTBEAT_SECONDS = env.HEARTBEAT_SECONDS
 TRAWL_EGRESS_LABEL = env.EGRESS_LABEL
+TRAWL_EGRESS_SHARED = env.EGRESS_SHARED
 TRAWL_DEFAULT_SCRAPER = "link"
 TRAWL_ITEM_CHUNK = 200  # items upserted per database round
 # Scrapy settings every crawl starts from; scraper, version and job settings override them in that order.
@@ -36,6 +43,8 @@ TRAWL_SCRAPY_SETTINGS = {
     "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
     # Scrapy's own collector without its per-call deprecation check (runtime/bridge/stats.py).
     "STATS_CLASS": "runtime.bridge.stats.CrawlStats",
+    # CSV feeds escape cells a spreadsheet would run as formulas (runtime/items/csv_feeds.py).
+    "FEED_EXPORTERS": {"csv": "runtime.items.csv_feeds.SafeCsvItemExporter"},
 }
 # The runner adds its own components through these so user settings never drop them by accident.
 TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {
@@ -49,6 +58,10 @@ TRAWL_SCRAPY_EXTENSIONS: dict[str, int] = {
     # Counts the exceptions item pipelines raise (Scrapy counts only a callback's): both count towards
     # TRAWL_MAX_SPIDER_ERRORS.
     "runtime.watch.item_errors.ItemErrorStats": 0,
+    # Scrapy logs every feed's URI: credentials in it (s3://KEY:SECRET@...) are redacted (runtime/settings/feeds.py).
+    "runtime.settings.feeds.FeedLogRedaction": 0,
+    # Keeps the response that made the spider's callback raise (bounded), linked from the log (docs/operations.md).
+    "runtime.watch.error_pages.ErrorPages": 0,
 }
 TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     # Before Scrapy's UserAgentMiddleware (500), which only fills in a User-Agent when none is set.
@@ -68,6 +81,11 @@ TRAWL_SCRAPY_DOWNLOADER_MIDDLEWARES: dict[str, int] = {
     # First to see a failed download: one that failed because Trawl's own Redis or database was away stays in the
     # job's frontier and stops the crawl, to be fetched by the next attempt (runtime/watch/outages.py).
     "runtime.watch.outages.OutageGuard": 890,
+    # After robots.txt (100), before the throttle: a job's `max_pages` lets no request past its budget leave, not even
+    # one Scrapy's CloseSpider would let finish (runtime/watch/budget.py).
+    "runtime.watch.budget.PageBudget": 120,
+    # Closest to the downloader: with TRAWL_RECORD (option `record`) keeps each response as WARC (runtime/replay).
+    "runtime.replay.record.ResponseRecorder": 960,
 }
 # Incremental source crawls: on unless a scraper, version or source says TRAWL_INCREMENTAL: false. Stored pages and
 # sitemap lastmods live in Redis this long after their last use (seconds).
@@ -100,9 +118,13 @@ TRAWL_THROTTLE_MAX_PAUSE = 3600
 # Seconds the Redis mirror of the rules is trusted before a worker reloads it from the database. Services publish
 # every change at once; this only bounds how long a change made behind their back (shell, fixture) goes unseen.
 TRAWL_THROTTLE_RULES_TTL = 15
+# Seconds what a site's robots.txt asks for (Crawl-delay / Request-rate) is kept in Redis for every worker after a
+# crawl read it: the longest a changed robots.txt goes unnoticed by crawls that do not read it themselves.
+TRAWL_THROTTLE_ROBOTS_TTL = env.THROTTLE_ROBOTS_TTL
 # Proxy and User-Agent rotation: a scraper or version may override any of these in its Scrapy settings.
 TRAWL_PROXY_ENABLED = True
 TRAWL_PROXY_GROUP = ""  # "" is the pool of proxies without a group; a source's config `proxy_group` picks another
+TRAWL_PROXY_GROUPS_PUBLIC: list[str] = env.PROXY_GROUPS_PUBLIC  # groups a requester's job may name; admins: any
 TRAWL_PROXY_COOLDOWN = 600  # seconds a proxy rests after a site blocked it
 TRAWL_PROXY_BAN_STATUSES = [403, 429]
 TRAWL_PROXY_BAN_MARKERS = ["g-recaptcha", "h-captcha", "cf-challenge", "captcha-delivery", "are you a robot"]
@@ -113,92 +135,25 @@ TRAWL_BLOCK_SHARE = 0.5
 TRAWL_PROXY_REFRESH_SECONDS = 10  # how often a crawl re-reads the proxy table (other workers' cool-downs, edits)
 TRAWL_USER_AGENTS: list[str] = []  # empty: every request sends USER_AGENT (or the job's `useragent`)
 
-# --- Batches and webhooks --------------------------------------------------------------------------
-# Round-robin between requesters at one priority: a crawl message is a worker slot that runs the owed requester's
-# next job (crawls/fairshare.py, docs/fair-share.md). False: jobs start in submission order within a priority.
-TRAWL_FAIR_SHARE = True
-# Cap on the active shards (queued + running; a job with parallelism N counts N) of a requester whose own
-# max_active_jobs is empty; admins and scheduled work are not capped by it; 0 turns it off. 100: about three times
-# the widest single job (parallelism 32), more than a cluster of a few dozen worker slots runs at once, so an honest
-# requester waits on the workers, not on the cap, while one token can no longer queue without bound (a batch of
-# TRAWL_BATCH_MAX_JOBS is for requesters an admin trusted with a higher cap).
-TRAWL_DEFAULT_MAX_ACTIVE_JOBS = env.DEFAULT_MAX_ACTIVE_JOBS
-TRAWL_BATCH_MAX_JOBS = env.BATCH_MAX_JOBS  # job specs one POST /api/batches/ may carry
-# A batch still `pending` this long after submission (its launcher task was lost) is launched again by the sweeper.
-TRAWL_BATCH_LAUNCH_GRACE_SECONDS = env.BATCH_LAUNCH_GRACE_SECONDS
-# Backstop for lost workers: a running batch job whose heartbeat is this old is ended `dead` (worker_lost) by the
-# batch sweeper so its batch can still complete. Far above the heartbeat; the job reaper should act well before.
-TRAWL_BATCH_JOB_LOST_SECONDS = env.BATCH_JOB_LOST_SECONDS
-TRAWL_WEBHOOK_MAX_ATTEMPTS = env.WEBHOOK_MAX_ATTEMPTS  # then the delivery is `dead`
-TRAWL_WEBHOOK_BACKOFF_SECONDS = env.WEBHOOK_BACKOFF_SECONDS  # first retry after about this; doubles each attempt
-# Cap on one wait; below the broker visibility timeout (1 h), or a retry held by a worker would be redelivered.
-TRAWL_WEBHOOK_BACKOFF_MAX_SECONDS = env.WEBHOOK_BACKOFF_MAX_SECONDS
-TRAWL_WEBHOOK_TIMEOUT_SECONDS = env.WEBHOOK_TIMEOUT_SECONDS  # connect + read timeout of one POST
-# A delivery due this long ago whose task never ran (lost message, dead worker) is published again by the sweeper.
-TRAWL_WEBHOOK_SWEEP_GRACE_SECONDS = env.WEBHOOK_SWEEP_GRACE_SECONDS
-TRAWL_WEBHOOK_LINK_BASE_URL = env.PUBLIC_URL  # where this API is reached: base of `items_url` in payloads
-
-# --- Scraper registry: routing cache and automatic rollback (see docs/registry.md) -------------------------
-# How often a process asks Redis whether the registry changed (one GET) before trusting its cached versions.
-# 0 = before every route: a change applies to the very next job anywhere. Raise it to trade freshness for GETs.
-TRAWL_ROUTING_CHECK_SECONDS = 0.0
-# Backstop only, not the invalidation: bounds how long a write that bumped nothing (QuerySet.update in a shell) is
-# unseen. Every write through services, admin, API or model save() invalidates every process within the check above.
-TRAWL_ROUTING_CACHE_MAX_AGE = 300
-TRAWL_ROLLBACK_ENABLED = True
-# A canary/beta is judged once it has run this many jobs in its current rollout (per scraper: settings override).
-TRAWL_ROLLBACK_MIN_JOBS = 20
-# ...and rolled back (traffic -> 0) when its failure rate exceeds stable's by more than this (0.2 = 20 points).
-TRAWL_ROLLBACK_THRESHOLD = 0.2
-# Where `scraper.rolled_back` events go ("" = nowhere), signed with this requester's webhook secret.
-TRAWL_ROLLBACK_WEBHOOK_URL = ""
-TRAWL_ROLLBACK_WEBHOOK_REQUESTER = ""
-
-# --- Operations: stats counters, /metrics, the admin dashboard (see docs/operations.md) -------------------
-# Redis keys of the counters, queue samples and the last worker answer; empty: redis_key("stats"), this installation's
-TRAWL_STATS_PREFIX = ""
-TRAWL_STATS_WINDOWS = (900, 3600, 86400)  # rolling windows of /api/stats/ (seconds; whole minutes), plus lifetime
-# Job duration histogram buckets of /metrics (seconds; +Inf is added).
-TRAWL_STATS_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
-TRAWL_STATS_SAMPLE_SECONDS = 30  # beat's queue-depth/worker sample (the `ops-sample` periodic task's interval)
-TRAWL_STATS_QUEUE_SAMPLES_KEPT = 2880  # a day of samples at 30 s
-TRAWL_STATS_INSPECT_TIMEOUT = 1.0  # seconds a sample waits for workers to answer `inspect active`
-TRAWL_STATS_WORKERS_SECONDS = 86400  # a node that ran a job this recently is listed among the workers seen
-TRAWL_STATS_DASHBOARD_MINUTES = 60  # the dashboard's jobs-per-minute chart
-TRAWL_STATS_DASHBOARD_SAMPLES = 120  # queue-depth samples the dashboard draws (an hour at 30 s)
-# /metrics is never open: a scrape sends `Bearer <token>` (or `Token <token>`) with this token or an admin API token.
-TRAWL_STATS_METRICS_TOKEN = env.STATS_METRICS_TOKEN
-TRAWL_METRICS_MAX_DOMAINS = 50  # /metrics labels the busiest domains; the rest are summed under domain="other"
-
-# --- Scheduling: dispatching due sources, adaptive intervals, backoff (see docs/scheduling.md) ------------
-# A dispatcher that died frees its Redis lease after this long; a live one renews it after every chunk.
-TRAWL_SCHEDULING_LEASE_SECONDS = 60
-# The beat leader's Redis lease: a standby beat takes over at most this long after the leader died.
-TRAWL_BEAT_LEASE_SECONDS = 30
-TRAWL_SCHEDULING_DISPATCH_CHUNK = 500  # sources booked (and their jobs published) per transaction
-TRAWL_SCHEDULING_DISPATCH_MAX = 10_000  # sources booked per pass; any more wait for the next minute
-# A run "changed much" when at least this fraction of what it saw was new or changed: interval back to min.
-TRAWL_SCHEDULING_MANY_CHANGES = 0.25
-TRAWL_SCHEDULING_BACKOFF = (3600, 4 * 3600, 24 * 3600)  # after the 1st, 2nd, 3rd+ network error or block in a row
-TRAWL_SCHEDULING_MAX_RETRY_AFTER = 7 * 86400  # a site's Retry-After is honoured up to this long
-TRAWL_SCHEDULING_MIN_INTERVAL = 60  # shortest interval a source may ask for: beat dispatches once a minute
-TRAWL_SCHEDULING_DISCOVERY_MAX = 50_000  # sources one discovery job may create
-
-# --- Reliability: the job reaper (see docs/failure-handling.md) -----------------------------------------
-# Beat runs `reap-dead-jobs` this often (the periodic task's interval when it is first created).
-TRAWL_REAPER_INTERVAL_SECONDS = env.REAPER_INTERVAL_SECONDS
-# A running job with no heartbeat for this long lost its worker: requeued (attempt + 1) or, after its last attempt,
-# ended `dead` (worker_lost). A few heartbeats, far below TRAWL_BATCH_JOB_LOST_SECONDS and the visibility timeout.
-TRAWL_REAPER_STALE_SECONDS = env.REAPER_STALE_SECONDS
-# A job queued this long without a claim is published again (its message may be lost); at most once per this long.
-TRAWL_REAPER_QUEUED_SECONDS = env.REAPER_QUEUED_SECONDS
-TRAWL_REAPER_MAX_PER_PASS = 500  # jobs requeued/republished per pass; the rest wait for the next one
 # --- Durable, parallel crawls: the frontier in Redis (runtime/frontier.py, docs/failure-handling.md) -------------
 TRAWL_FRONTIER_ENABLED = env.FRONTIER_ENABLED  # off: Scrapy's own in-memory scheduler (no resume, parallelism 1)
 # A shard renews its lease every third of this; a dead shard's in-flight requests return to the queue after it.
 TRAWL_FRONTIER_LEASE_SECONDS = env.FRONTIER_LEASE_SECONDS
 TRAWL_FRONTIER_TTL_SECONDS = 86400  # a frontier nothing touched for this long expires (a job's end deletes it)
+# Job error classes reported to Sentry when SENTRY_DSN is set (project/sentry.py): errors of the code or of Trawl,
+# not the site's (dns, connection, http_4xx, blocked... stay on the job).
+TRAWL_SENTRY_JOB_ERRORS = ["spider_error", "parse", "package", "routing", "worker_lost", "stalled"]
+# Record and replay (docs/registry.md, "Replay"): TRAWL_RECORD (a scraper, version or source may set it; a job's
+# option `record`) keeps the crawl's responses, at most TRAWL_RECORD_MAX_BYTES of gzipped WARC and
+# TRAWL_RECORD_MAX_ITEMS items per shard; a replay's child gets TRAWL_REPLAY_TIMEOUT seconds.
+TRAWL_RECORD = False
+TRAWL_RECORD_MAX_BYTES = 50 * 1024 * 1024
+TRAWL_RECORD_MAX_ITEMS = 20_000
+TRAWL_REPLAY_TIMEOUT = 600
 TRAWL_MAX_PARALLELISM = 32  # shards one job may ask for (`parallelism`)
+# The most a job's `max_pages` / `max_items` options may ask for (runtime/watch/budget.py).
+TRAWL_JOB_MAX_PAGES_LIMIT = 1_000_000
+TRAWL_JOB_MAX_ITEMS_LIMIT = 10_000_000
 # --- Outgoing requests --------------------------------------------------------------------------------
 # Refuse private, loopback and link-local targets for callbacks and for crawls submitted by non-admin requesters.
 TRAWL_BLOCK_PRIVATE_TARGETS = env.BLOCK_PRIVATE_TARGETS
@@ -213,6 +168,24 @@ TRAWL_INGESTION_INVALID_SAMPLE = 5  # rejected items a job keeps (with their rea
 TRAWL_INGESTION_BASE_CURRENCY = ""  # e.g. "EUR": prices also stored converted as `_price_base`; a schema may override
 TRAWL_INGESTION_RATES: dict[str, str] = {}  # units of the base currency per unit of each currency, e.g. {"USD": "0.92"}
 TRAWL_INGESTION_PRICE_HISTORY = 20  # price changes kept per item (older ones are pruned)
+# Field-level history (docs/item-history.md): field changes kept per item (0: no history, whole-item change detection
+# only), of which at most this many of volatile fields.
+TRAWL_ITEM_CHANGES_MAX = 100
+TRAWL_ITEM_VOLATILE_CHANGES_MAX = 10
+# A field is volatile for a source when it changed on at least TRAWL_VOLATILE_SHARE of the stored items seen by
+# TRAWL_VOLATILE_MIN_RUNS of the source's last TRAWL_VOLATILE_RUNS runs.
+TRAWL_VOLATILE_RUNS = 3
+TRAWL_VOLATILE_MIN_RUNS = 2
+TRAWL_VOLATILE_SHARE = 0.5
+# Bounds on what a crawl stores (docs/ingestion.md, "Size bounds"). An item with a field value over
+# TRAWL_ITEM_FIELD_MAX_BYTES, or over TRAWL_ITEM_MAX_BYTES in all (UTF-8 bytes of its JSON-like text), is dropped
+# in the crawl before it reaches Trawl's store, feeds or the frontier, counted in the job's `items_dropped` and
+# logged; a scraper or version may set either (0: no bound).
+TRAWL_ITEM_FIELD_MAX_BYTES = 1024 * 1024
+TRAWL_ITEM_MAX_BYTES = 2 * 1024 * 1024
+TRAWL_ATTRS_MAX_BYTES = 16 * 1024  # a job's `attrs` (copied into every item), as JSON: more is a 400 naming `attrs`
+# The most URLs a sitemap crawl's `max_urls` may ask for (a 400 naming it beyond; a stored job is capped at start).
+TRAWL_SITEMAP_MAX_URLS = 500_000
 TRAWL_INGESTION_CLASSIFIER = "catalog.classifiers.LexicalClassifier"  # or catalog.classifiers.EmbeddingClassifier
 # Below this score (0..1) an external category waits for a human.
 # None: the classifier's own threshold (lexical 0.75, embedding 0.5).
@@ -220,9 +193,11 @@ TRAWL_INGESTION_CATEGORY_THRESHOLD: float | None = None
 TRAWL_INGESTION_MAPPING_SECONDS = 300  # how often beat's `map-categories` runs (when the periodic task is created)
 
 # --- Packaged scraper versions: uploaded wheels, one environment per package (see docs/packages.md) ---------
-# The STORAGES alias wheels are kept in. Any Django storage works (a shared directory, an S3 bucket) as long as every
-# crawl worker can read it: each machine copies a wheel from there the first time it runs one of its versions.
+# The STORAGES alias wheels are kept in: the database, or an S3-compatible bucket (TRAWL_PACKAGE_S3_*). Any Django
+# storage works as long as every host reaches it: each machine copies a wheel from there the first time it builds one.
 TRAWL_PACKAGE_STORAGE = "packages"
+# Where wheels were stored (per host) before they moved to the database: read by `manage.py trawl_packages_import`.
+TRAWL_PACKAGE_DIR = env.PACKAGE_DIR
 # Largest wheel accepted (a 400 naming `package` beyond): a spider project's wheel is kilobytes, its dependencies are
 # not uploaded (pip installs them, as wheels only).
 TRAWL_PACKAGE_MAX_BYTES = env.PACKAGE_MAX_BYTES
@@ -242,6 +217,9 @@ TRAWL_PACKAGE_CHILDREN_KEPT = 2  # warm children per worker process (other packa
 # A child runs uploaded code: it gets a Redis user of its own (ACL SETUSER), limited to Trawl's keys, so it cannot
 # reach the broker's. Off: it gets REDIS_URL itself (a Redis without ACL, or whose user may not create users).
 TRAWL_PACKAGE_CHILD_REDIS_ACL = env.PACKAGE_CHILD_REDIS_ACL
+# That user bounds a child only if no Redis user needs no password (which the child would log in as instead): children
+# do not start while one does, unless this says so (development; the production settings say no).
+TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED = env.PACKAGE_REDIS_NOPASS_ALLOWED
 # --- Operations: job logs, monitors, stalls, retention (see docs/operations.md) ------------------------
 # A crawl with no response and no item for this long is stopped and fails `stalled` (a version may set its own).
 TRAWL_STALL_SECONDS = env.STALL_SECONDS
@@ -253,6 +231,15 @@ TRAWL_MAX_SPIDER_ERRORS = 0
 TRAWL_MAX_SPIDER_ERROR_SHARE = 0.01
 # The most one page's item extraction by the `selectors` spider may take (seconds).
 TRAWL_SELECTORS_PAGE_SECONDS = 5.0
+# Structured data (JSON-LD, microdata, OpenGraph) fills the fields a `selectors` config leaves empty on a page; a page
+# above this many bytes is not read for it (stat `structured_data/too_large`): extruct walks every microdata element.
+TRAWL_STRUCTURED_DATA_MAX_BYTES = 2 * 1024 * 1024
+# The `article` scraper (runtime/spiders/article.py): trafilatura takes about 1.5 s per MB of an ordinary page's HTML
+# and up to 18 s per MB of a hostile one (in a worker thread, off the reactor), so a page above
+# TRAWL_ARTICLE_HTML_MAX_BYTES is not extracted (stat `article/too_large`); its Markdown keeps whole sections within
+# TRAWL_ARTICLE_MARKDOWN_MAX_BYTES (the item says `_truncated`), so `markdown` and `sections` fit TRAWL_ITEM_MAX_BYTES.
+TRAWL_ARTICLE_HTML_MAX_BYTES = 1024 * 1024
+TRAWL_ARTICLE_MARKDOWN_MAX_BYTES = 512 * 1024
 # Finished jobs (with logs, sightings, deliveries) older than this are deleted by beat; items stay.
 TRAWL_RETENTION_DAYS = env.RETENTION_DAYS
 TRAWL_RETENTION_CHUNK = 500  # jobs deleted per transaction, so a big purge never holds long locks
@@ -282,6 +269,12 @@ TRAWL_RENDER_RESOURCES: list[str] = []
 TRAWL_RENDER_CHROMIUM = env.CHROMIUM
 TRAWL_RENDER_MAX_PAGES = env.RENDER_MAX_PAGES  # pages open at once across the process's crawls
 TRAWL_RENDER_SCREENSHOTS = 0  # screenshots of a crawl's first pages (a job's `screenshots` option asks for some)
+# Bytes of a rendered page's HTML (what its scripts built) a crawl reads, as DOWNLOAD_MAXSIZE bounds a downloaded body.
+TRAWL_RENDER_MAXSIZE = TRAWL_SCRAPY_SETTINGS["DOWNLOAD_MAXSIZE"]
 TRAWL_RENDER_SCREENSHOTS_MAX = 10  # per crawl, failures included: a job's screenshots stay small
+# Responses that made a spider raise, kept with the job (runtime/watch/error_pages.py): at most this many per job (0:
+# none), each its body's first TRAWL_ERROR_PAGE_MAX_BYTES.
+TRAWL_ERROR_PAGES_MAX = env.ERROR_PAGES_MAX
+TRAWL_ERROR_PAGE_MAX_BYTES = env.ERROR_PAGE_MAX_BYTES
 TRAWL_RENDER_RECYCLE_PAGES = env.RENDER_RECYCLE_PAGES  # pages a browser opens before new contexts go to a fresh one
 TRAWL_RENDER_RECYCLE_MEMORY_MB = env.RENDER_RECYCLE_MEMORY_MB  # Chromium RSS (MiB) above which it is retired too

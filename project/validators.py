@@ -18,3 +18,12 @@ def priority_check(priority: int) -> None:
         raise TrawlError(
             f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}", field="priority"
         )
+
+
+def whole_number(value: object, *, field: str, low: int = 1, high: int) -> int:
+    """A query parameter's whole number between `low` and `high`, or a TrawlError naming `field`. ASCII digits only:
+    `str.isdigit` also takes '²' (which `int` refuses) and `int` takes '٣' (Arabic-Indic three)."""
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
+        raise TrawlError(f"{field} must be a whole number from {low} to {high}, got {value!r}", field=field)
+    return int(text)

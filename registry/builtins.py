@@ -1,4 +1,4 @@
-"""Scrapers every Trawl has: `link` (the crawl API) and `selectors` (config-driven)."""
+"""Scrapers every Trawl has: `link` (the crawl API), `selectors` (config-driven), `sitemap` and `article`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ BUILTIN_SCRAPERS = {
     "sitemap": (
         "Read sitemaps and indexes (gzip too); make product sources.",
         "runtime.spiders.sitemap.SitemapSpider",
+    ),
+    "article": (
+        "A page's main text as Markdown (title, published, lang, sections), boilerplate removed; follows links.",
+        "runtime.spiders.article.ArticleSpider",
     ),
 }
 

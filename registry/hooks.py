@@ -29,6 +29,9 @@ class JobFacts(Protocol):
     def packages_running(self, sha256s: Iterable[str]) -> set[str]:
         """Of these package hashes, those a running job uses."""
 
+    def replay_problem(self, *, version: ScraperVersion) -> str:
+        """Why `version` has no clean replay of its scraper's latest recorded job ("" when it has one)."""
+
 
 _provided: list[JobFacts] = []
 

@@ -70,6 +70,22 @@ class Package(models.Model):
         return f"{self.filename} ({self.sha256[:12]})"
 
 
+class StoredFile(models.Model):
+    """A file of the database storage (registry.packages.storage.DatabaseStorage): the default home of uploaded
+    wheels, so every host that reaches the database reaches them (at most TRAWL_PACKAGE_MAX_BYTES each)."""
+
+    name = models.CharField(max_length=255, unique=True)
+    data = models.BinaryField()
+    size = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size} bytes)"
+
+
 class ScraperVersion(models.Model):
     scraper = models.ForeignKey(Scraper, on_delete=models.CASCADE, related_name="versions")
     version = models.CharField(max_length=64, validators=[validate_semver])

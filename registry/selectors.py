@@ -51,6 +51,8 @@ def stable_reference(*, scraper: Scraper) -> ScraperVersion | None:
 # Windows the comparison offers; a number of seconds is accepted too.
 WINDOWS = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400, "all": None}
 DEFAULT_WINDOW = "24h"
+# A number of seconds beyond a century is no window (and past timedelta's range a 500); ASCII digits only ('²').
+WINDOW_MAX_SECONDS = 100 * 365 * 86_400
 
 
 def window_start(window: str, *, now: datetime | None = None) -> datetime | None:
@@ -58,10 +60,13 @@ def window_start(window: str, *, now: datetime | None = None) -> datetime | None
     value = (window or DEFAULT_WINDOW).strip()
     if value in WINDOWS:
         seconds = WINDOWS[value]
-    elif value.isdigit() and int(value) > 0:
+    elif value.isascii() and value.isdigit() and 0 < int(value) <= WINDOW_MAX_SECONDS:
         seconds = int(value)
     else:
-        raise TrawlError(f"window must be one of {', '.join(WINDOWS)} or a number of seconds", field="window")
+        raise TrawlError(
+            f"window must be one of {', '.join(WINDOWS)} or a number of seconds up to {WINDOW_MAX_SECONDS}",
+            field="window",
+        )
     return None if seconds is None else (now or timezone.now()) - timedelta(seconds=seconds)
 
 

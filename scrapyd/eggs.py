@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import configparser
 import email.parser
-import io
 import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote_to_bytes
 
+from django.conf import settings as conf
+from django.http import HttpRequest
 from wheel.cli.convert import convert
 
 from project.errors import TrawlError
 from registry.deploy.project import SpiderClass, spider_pick, spiders_find
+from registry.packages.wheels import ZipRefused, zip_open_bounded
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9.]+")
 
@@ -37,11 +40,37 @@ def refuse(message: str) -> TrawlError:
     return TrawlError(message, field="egg")
 
 
+def egg_posted(request: HttpRequest) -> tuple[bytes, str]:
+    """The uploaded egg's bytes and file name: a file (scrapyd-deploy, python-scrapyd-api), or a plain form field as
+    ScrapydWeb posts it (urlencoded: read from the raw body, since Django's form decoding would mangle the bytes)."""
+    upload = request.FILES.get("egg")
+    if upload is not None:
+        data, filename = upload.read(conf.TRAWL_PACKAGE_MAX_BYTES + 1), upload.name or ""
+    elif request.content_type == "application/x-www-form-urlencoded" and "egg" in request.POST:
+        data, filename = _form_field(request.body, b"egg"), ""
+    else:
+        raise refuse("'egg' file is required")
+    if len(data) > conf.TRAWL_PACKAGE_MAX_BYTES:
+        raise refuse(f"the egg is over the {conf.TRAWL_PACKAGE_MAX_BYTES} byte limit (TRAWL_PACKAGE_MAX_BYTES)")
+    return data, filename
+
+
+def _form_field(body: bytes, name: bytes) -> bytes:
+    """A urlencoded body's field as the bytes it was (urllib's parse_qs decodes them as text)."""
+    for pair in body.split(b"&"):
+        key, _, value = pair.partition(b"=")
+        if unquote_to_bytes(key.replace(b"+", b" ")) == name:
+            return unquote_to_bytes(value.replace(b"+", b" "))
+    return b""
+
+
 def upload_prepare(*, data: bytes, filename: str, out: Path) -> Upload:
     """Turn the uploaded bytes into a wheel under `out` and read what the registry needs from them."""
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
+    try:  # bounded as a wheel is (a zip bomb is refused unread): it is extracted below, and converted
+        archive = zip_open_bounded(data, what=filename or "the upload")
+    except ZipRefused as exc:
+        raise refuse(f"{exc}: refused, unread") from None
+    except (zipfile.BadZipFile, ValueError):
         raise refuse(f"{filename or 'the upload'} is neither an egg nor a wheel (not a zip archive)") from None
     with archive:
         names = archive.namelist()

@@ -13,6 +13,8 @@ JOB_SETTINGS = {
     "USER_AGENT": ("useragent", str),
     "DEPTH_LIMIT": ("maxdepth", int),
 }
+# `jobid` is Trawl's to choose: one sent (ScrapydWeb always sends a timestamp) is not a spider argument, and the
+# answer's `jobid` is the job's id.
 SCRAPYD_PARAMS = {"project", "spider", "_version", "priority", "jobid", "setting"}
 
 
@@ -47,8 +49,6 @@ def job_options(settings: list[str]) -> dict[str, Any]:
 
 def job_request(params) -> dict[str, Any]:
     """The JobCreateSerializer data for schedule.json's parameters (the version is resolved by the caller)."""
-    if params.get("jobid"):
-        raise ScrapydError("jobid is Trawl's to choose: leave it out and read `jobid` in the answer")
     request: dict[str, Any] = {
         "scraper": params.get("project", ""),
         "spider": params.get("spider", ""),

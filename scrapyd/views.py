@@ -5,7 +5,6 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from django.conf import settings as conf
 from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 
@@ -15,7 +14,7 @@ from crawls.services import job_cancel, job_create
 from registry.services import scraper_create, version_deprecate, version_make_default
 from registry.services.packages import version_upload
 from scrapyd import selectors
-from scrapyd.eggs import upload_prepare
+from scrapyd.eggs import egg_posted, upload_prepare
 from scrapyd.labels import label_of, version_for_label
 from scrapyd.schedule import job_request
 from scrapyd.web import ScrapydError, endpoint, ok, required
@@ -25,6 +24,11 @@ STATES = {JobStatus.QUEUED: "pending", JobStatus.RUNNING: "running"}  # every ot
 
 def state_of(job: CrawlJob) -> str:
     return STATES.get(job.status, "finished")
+
+
+def spider_of(job: CrawlJob) -> str:
+    """The spider's name as scrapyd's clients know it: the one scheduled, else the version's spider class."""
+    return job.spider or (job.version.spider.rpartition(".")[2] if job.version else "")
 
 
 @endpoint(methods=("GET",))
@@ -41,16 +45,11 @@ def addversion(request: HttpRequest, requester, params) -> JsonResponse:
     """An egg (scrapyd-deploy's) or a wheel becomes the project's newest version and, as in scrapyd, the one that
     runs; the project (a scraper) is created on its first upload."""
     project, label = required(params, "project"), required(params, "version")
-    upload = request.FILES.get("egg")
-    if upload is None:
-        raise ScrapydError("'egg' file is required")
+    data, filename = egg_posted(request)
     if selectors.project_version(project=project, label=label):
         raise ScrapydError(f"project {project!r} already has a version {label!r}: upload under a new version")
-    data = upload.read(conf.TRAWL_PACKAGE_MAX_BYTES + 1)
-    if len(data) > conf.TRAWL_PACKAGE_MAX_BYTES:
-        raise ScrapydError(f"the egg is over the {conf.TRAWL_PACKAGE_MAX_BYTES} byte limit (TRAWL_PACKAGE_MAX_BYTES)")
     with tempfile.TemporaryDirectory(prefix="trawl-scrapyd-") as out:
-        prepared = upload_prepare(data=data, filename=upload.name or "", out=Path(out))
+        prepared = upload_prepare(data=data, filename=filename, out=Path(out))
         with transaction.atomic():
             scraper = selectors.project_named(project) or scraper_create(name=project)
             existing = [v.version for v in selectors.all_versions(project=project)]
@@ -182,7 +181,7 @@ def _job_shape(request: HttpRequest, job: CrawlJob) -> dict:
     shape = {
         "id": str(job.pk),
         "project": job.scraper.name,
-        "spider": job.spider or (job.version.spider.rpartition(".")[2] if job.version else ""),
+        "spider": spider_of(job),
         "version": label_of(job.version.version) if job.version else (job.requested_version or None),
     }
     if job.status == JobStatus.QUEUED:

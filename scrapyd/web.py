@@ -7,8 +7,6 @@ credential answers 401 with a Basic challenge (scrapy.cfg's `username`/`password
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import logging
 import socket
@@ -18,8 +16,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import ValidationError
 
+from access.authentication import basic_requester as requester_of_basic
 from access.models import Requester
-from access.services import token_authenticate
 from project.errors import TrawlError
 
 logger = logging.getLogger("trawl.scrapyd")
@@ -43,15 +41,7 @@ def error(message: str, *, status: int = 200) -> JsonResponse:
 
 def basic_requester(request: HttpRequest) -> Requester | None:
     """The requester named in `Authorization: Basic`, when the password is one of its live API tokens."""
-    scheme, _, encoded = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        user, _, token = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-    requester = token_authenticate(token=token) if token else None
-    return requester if requester is not None and requester.name == user else None
+    return requester_of_basic(request.META.get("HTTP_AUTHORIZATION", ""))
 
 
 def required(params, name: str) -> str:
@@ -80,12 +70,13 @@ def _flat(value) -> list:
 
 def endpoint(*, methods: tuple[str, ...], admin: bool = False) -> Callable:
     """A scrapyd endpoint: the method checked, the requester authenticated (an admin one if `admin`), and Trawl's
-    refusals turned into scrapyd's error shape. The view is called as view(request, requester, params)."""
+    refusals turned into scrapyd's error shape. The view is called as view(request, requester, params, **path) (the
+    URL's named parts)."""
 
     def wrap(view: Callable) -> Callable:
         @csrf_exempt
         @functools.wraps(view)
-        def answer(request: HttpRequest) -> JsonResponse:
+        def answer(request: HttpRequest, **path) -> JsonResponse:
             if request.method not in methods:
                 return error(f"use {' or '.join(methods)} for {request.path.rsplit('/', 1)[-1]}", status=405)
             requester = basic_requester(request)
@@ -95,7 +86,7 @@ def endpoint(*, methods: tuple[str, ...], admin: bool = False) -> Callable:
                 return error("this needs an admin token (`manage.py issue_token <name> --admin`)", status=403)
             params = request.POST if request.method == "POST" else request.GET
             try:
-                return view(request, requester, params)
+                return view(request, requester, params, **path)
             except (ScrapydError, TrawlError, ValidationError) as exc:
                 return error(message_of(exc))
 

@@ -15,7 +15,7 @@ from crawls.models import ACTIVE_STATUSES, CrawlJob
 from project.errors import TrawlError
 from sources.admin_runs import SourceOpsAdminMixin
 from sources.models import Source
-from sources.services.sources import EDITABLE, source_check, source_crawl_now, source_save
+from sources.services.sources import EDITABLE, source_check, source_crawl_now, source_cron_book, source_save
 
 
 def duration(seconds: int) -> str:
@@ -121,7 +121,7 @@ class SourceAdmin(SourceOpsAdminMixin, admin.ModelAdmin):
                 )
             },
         ),
-        ("Crawl window", {"fields": (("window_start_hour", "window_end_hour", "timezone"),)}),
+        ("Crawl window", {"fields": (("window_start_hour", "window_end_hour", "timezone"), "cron")}),
         ("History", {"fields": ("parent", "last_stats", "created_at", "updated_at")}),
         ("Runs", {"fields": SourceOpsAdminMixin.ops_fields}),
     )
@@ -134,6 +134,8 @@ class SourceAdmin(SourceOpsAdminMixin, admin.ModelAdmin):
     def save_model(self, request, obj: Source, form, change: bool) -> None:
         if not change or "refresh_interval" in form.changed_data:
             obj.current_interval = obj.refresh_interval
+        if "cron" in form.changed_data and "next_sync_at" not in form.changed_data:
+            source_cron_book(source=obj, fields={"cron": obj.cron})
         source_save(source=obj)
 
     @admin.display(description="next run", ordering="next_sync_at")

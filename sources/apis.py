@@ -12,11 +12,18 @@ from rest_framework.response import Response
 from access.permissions import IsAdminRequester
 from crawls.runs import RunSerializer
 from crawls.serializers import JobSerializer
+from items.history.volatility import source_volatility, source_volatility_override
 from project.errors import TrawlError
 from project.web.query import QueryChecked, QueryParams, row_id_field
 from sources.models import Source, SourceKind
 from sources.selectors import source_runs, sources_listed
-from sources.serializers import SourceCreateSerializer, SourceInputSerializer, SourceSerializer
+from sources.serializers import (
+    SourceCreateSerializer,
+    SourceInputSerializer,
+    SourceSerializer,
+    VolatileFieldsSerializer,
+    VolatileOverrideSerializer,
+)
 from sources.services.sources import source_crawl_now, source_create, source_delete, source_update
 
 
@@ -35,8 +42,8 @@ class SourceViewSet(QueryChecked, mixins.ListModelMixin, mixins.RetrieveModelMix
 
     permission_classes = [IsAdminRequester]
     serializer_class = SourceSerializer
-    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
-    query_params = {"list": SourceFilters, "runs": QueryParams}
+    query_params = {"list": SourceFilters, "runs": QueryParams, "volatile_fields": QueryParams}
+    http_method_names = ["get", "post", "patch", "put", "delete", "head", "options"]
 
     def get_queryset(self) -> QuerySet[Source]:
         if self.action != "list":
@@ -86,3 +93,18 @@ class SourceViewSet(QueryChecked, mixins.ListModelMixin, mixins.RetrieveModelMix
         """The source's runs, newest first: pages, items new/changed/unchanged/invalid, error rate, duration, status."""
         page = self.paginate_queryset(source_runs(source=self.get_object()))
         return self.get_paginated_response(RunSerializer(page, many=True).data)
+
+    @extend_schema(request=VolatileOverrideSerializer, responses=VolatileFieldsSerializer)
+    @action(detail=True, methods=["get", "put"], url_path="volatile-fields", url_name="volatile-fields")
+    def volatile_fields(self, request: Request, pk: str) -> Response:
+        """Fields of the source's items that change on most of its runs (`observed`), the overrides (`always`,
+        `never`) and the result (`effective`): a volatile field's change makes no item changed and no `item.changed`.
+        PUT `{"always": [...], "never": [...]}` sets the overrides."""
+        source = self.get_object()
+        if request.method == "PUT":
+            spec = VolatileOverrideSerializer(data=request.data)
+            spec.is_valid(raise_exception=True)
+            state = source_volatility_override(source_id=source.pk, **spec.validated_data)
+        else:
+            state = source_volatility(source_id=source.pk)
+        return Response(VolatileFieldsSerializer(state).data)

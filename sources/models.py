@@ -58,6 +58,12 @@ class Source(models.Model):
         help_text="...until before this one; 22 → 6 is night.",
     )
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_timezone])
+    cron = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Run at these minutes in the source's timezone instead of on an adaptive interval: "
+        "'*/15 * * * *', '0 6 * * mon-fri' (minute hour day month weekday).",
+    )
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_stats = models.JSONField(default=dict, blank=True)
     last_run_at = models.DateTimeField(null=True, blank=True, help_text="When its last job ended.")

@@ -41,7 +41,16 @@ class SourceInputSerializer(StrictSerializer):
     window_end_hour = serializers.IntegerField(
         min_value=0, max_value=23, allow_null=True, required=False, help_text="...until before this one; 22 → 6: night"
     )
-    timezone = serializers.CharField(max_length=64, required=False, help_text="IANA name of the window's timezone.")
+    timezone = serializers.CharField(
+        max_length=64, required=False, help_text="IANA name of the window's (and the cron's) timezone."
+    )
+    cron = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="Run at these minutes in `timezone` instead of on an adaptive interval ('*/15 * * * *', "
+        "'0 6 * * mon-fri'); empty: adaptive.",
+    )
     next_sync_at = serializers.DateTimeField(required=False, help_text="When it runs next; a past time means now.")
 
 
@@ -73,6 +82,7 @@ class SourceSerializer(serializers.ModelSerializer):
             "window_start_hour",
             "window_end_hour",
             "timezone",
+            "cron",
             "config",
             "args",
             "last_run_at",
@@ -81,3 +91,27 @@ class SourceSerializer(serializers.ModelSerializer):
             "created_at",
             "updated_at",
         ]
+
+
+FIELD_NAMES_MAX = 100
+
+
+def field_names() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=500), max_length=FIELD_NAMES_MAX, required=False, default=list
+    )
+
+
+class VolatileOverrideSerializer(serializers.Serializer):
+    always = field_names()
+    never = field_names()
+
+
+class VolatileFieldsSerializer(serializers.Serializer):
+    """A source's volatile fields (items/history/volatility.py)."""
+
+    observed = serializers.ListField(child=serializers.CharField(), help_text="What its last runs found volatile.")
+    always = serializers.ListField(child=serializers.CharField())
+    never = serializers.ListField(child=serializers.CharField())
+    effective = serializers.ListField(child=serializers.CharField(), help_text="(observed + always) - never")
+    runs = serializers.JSONField(help_text='The last runs\' tallies: [{"job", "seen", "changed": {field: items}}].')

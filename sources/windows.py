@@ -4,9 +4,11 @@ end plans the next run at its next opening (sources.services.dispatch and feedba
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 
+from sources.cron import cron_next
 from sources.models import Source, validate_timezone
 from sources.scheduling import Window
 
@@ -27,3 +29,21 @@ def source_window(source: Source) -> Window | None:
         logger.warning("source %s: unknown timezone %r, its crawl window is read in UTC", source.pk, zone)
         zone = "UTC"
     return Window(int(start), int(end), zone)
+
+
+CRON_WINDOW_STEPS = 500  # openings tried before a cron whose minutes miss the window runs at its own next minute
+
+
+def source_cron_next(source: Source, *, after: datetime) -> datetime | None:
+    """A cron source's next minute after `after` (in its timezone) that falls inside its crawl window, if it has one;
+    None for a source on an adaptive interval."""
+    if not source.cron:
+        return None
+    moment = cron_next(source.cron, after=after, timezone=source.timezone)
+    window = source_window(source)
+    for _ in range(CRON_WINDOW_STEPS):
+        if window is None or window.contains(moment):
+            return moment
+        moment = cron_next(source.cron, after=window.next_open(moment) - timedelta(seconds=1), timezone=source.timezone)
+    logger.warning("source %s: cron %r never falls inside its crawl window", source.pk, source.cron)
+    return cron_next(source.cron, after=after, timezone=source.timezone)

@@ -100,3 +100,20 @@ def shop_wheel(
 
 def _digest(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def hostile_source_tree(directory: Path, *, marker: Path) -> Path:
+    """A source tree whose build backend lives in the tree and needs nothing: anything that asks it for metadata (pip
+    preparing a direct URL requirement, `--dry-run` included) runs it, and it writes `marker`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "pyproject.toml").write_text(
+        '[project]\nname = "trawlevil"\nversion = "1.0"\n'
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+    )
+    (directory / "backend.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
+        "def get_requires_for_build_wheel(config_settings=None):\n    return []\n"
+        "def prepare_metadata_for_build_wheel(directory, config_settings=None):\n    raise RuntimeError('ran')\n"
+        "def build_wheel(directory, config_settings=None, metadata_directory=None):\n    raise RuntimeError('ran')\n"
+    )
+    return directory

@@ -7,6 +7,7 @@ import re
 import shlex
 import warnings
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 import pytest
@@ -20,8 +21,8 @@ from django.conf import settings
 import celeryconfig
 
 ROOT = Path(__file__).resolve().parent.parent
-APP_SERVICES = ("migrate", "web", "worker", "ops", "beat", "flower")
-LONG_RUNNING = ("redis", "postgres", "web", "worker", "ops", "beat", "flower")
+APP_SERVICES = ("migrate", "web", "worker", "ops", "hooks", "beat", "flower")
+LONG_RUNNING = ("redis", "postgres", "pgbouncer", "web", "worker", "ops", "hooks", "beat", "flower")
 DECLARED_QUEUES = {queue.name for queue in celeryconfig.task_queues}
 
 
@@ -86,10 +87,13 @@ def test_long_running_services_have_healthchecks(services):
 
 
 def test_app_services_wait_for_healthy_redis_and_postgres(services):
+    """Through PgBouncer, which waits for PostgreSQL; the migrations go to PostgreSQL itself."""
+    assert services["pgbouncer"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     for name in APP_SERVICES:
         depends = services[name]["depends_on"]
         assert depends["redis"]["condition"] == "service_healthy", name
-        assert depends["postgres"]["condition"] == "service_healthy", name
+        database = "postgres" if name == "migrate" else "pgbouncer"
+        assert depends[database]["condition"] == "service_healthy", name
 
 
 def test_processes_start_only_after_migrations(services):
@@ -107,8 +111,15 @@ def test_app_services_get_the_environment_trawl_reads(services):
             assert key in env, (name, key)
             assert f'"{key}"' in env_source, f"project/env.py does not read {key}"
         assert env["DEBUG"] == "0"
-        assert env["REDIS_URL"].startswith("redis://redis:")
-        assert "@postgres:" in env["DATABASE_URL"]
+        redis_url, database_url = urlsplit(env["REDIS_URL"]), urlsplit(env["DATABASE_URL"])
+        assert (redis_url.scheme, redis_url.hostname, redis_url.password) == ("redis", "redis", "<REDIS_PASSWORD>")
+        assert database_url.password == "<POSTGRES_PASSWORD>"
+        if name == "migrate":  # session locks: straight to PostgreSQL
+            assert (database_url.hostname, database_url.port) == ("postgres", 5432), name
+            assert not env["TRAWL_DATABASE_POOLING"]
+        else:
+            assert (database_url.hostname, database_url.port) == ("pgbouncer", 6432), name
+            assert env["TRAWL_DATABASE_POOLING"] == "transaction"
         assert "127.0.0.1" in env["ALLOWED_HOSTS"].split(","), "the healthcheck calls /healthz on 127.0.0.1"
 
 
@@ -116,10 +127,16 @@ def test_database_url_means_postgresql_to_django(services):
     import dj_database_url
 
     config = dj_database_url.parse(interpolate(services["web"]["environment"]["DATABASE_URL"]))
+    bouncer = services["pgbouncer"]["environment"]
 
     assert config["ENGINE"] == "django.db.backends.postgresql"
-    assert (config["HOST"], config["NAME"]) == ("postgres", "trawl")
-    assert config["USER"] == interpolate(services["postgres"]["environment"]["POSTGRES_USER"])
+    assert (config["HOST"], config["PORT"], config["NAME"]) == ("pgbouncer", 6432, "trawl")
+    postgres_user = interpolate(services["postgres"]["environment"]["POSTGRES_USER"])
+    assert config["USER"] == bouncer["DATABASE_USER"] == postgres_user
+    assert interpolate(bouncer["DATABASE_PASSWORD"]) == interpolate(
+        services["postgres"]["environment"]["POSTGRES_PASSWORD"]
+    )
+    assert services["pgbouncer"]["build"] == "docker/pgbouncer" and (ROOT / "docker/pgbouncer/entrypoint.sh").exists()
 
 
 def test_app_services_build_the_dockerfile(services):
@@ -148,16 +165,25 @@ def test_crawl_worker_consumes_the_crawl_queue(services):
     assert set(params["queues"]) == {celeryconfig.CRAWL_QUEUE}
 
 
-def test_ops_worker_consumes_control_and_callbacks(services):
+def test_ops_worker_consumes_control_only(services):
     name, params = celery_parse(command(services["ops"]))
 
     assert name == "worker"
-    assert set(params["queues"]) == {celeryconfig.CONTROL_QUEUE, celeryconfig.CALLBACK_QUEUE}
+    assert set(params["queues"]) == {celeryconfig.CONTROL_QUEUE}
+
+
+def test_webhook_deliveries_have_a_worker_of_their_own(services):
+    # A slow receiver holds a hooks process, never one the reaper, dispatch or the sweeps run on.
+    name, params = celery_parse(command(services["hooks"]))
+
+    assert name == "worker"
+    assert set(params["queues"]) == {celeryconfig.CALLBACK_QUEUE}
+    assert celeryconfig.task_routes["callbacks.tasks.deliver"]["queue"] == celeryconfig.CALLBACK_QUEUE
 
 
 def test_every_declared_queue_has_a_consumer_and_every_consumed_queue_is_declared(services):
     consumed = set()
-    for name in ("worker", "ops"):
+    for name in ("worker", "ops", "hooks"):
         consumed |= set(celery_parse(command(services[name]))[1]["queues"])
     routed = {route["queue"] for route in celeryconfig.task_routes.values()} | {celeryconfig.task_default_queue}
 
@@ -186,14 +212,13 @@ def test_crawl_worker_scales(services):
     assert "%h" in " ".join(command(worker)), "node names must differ per replica"
 
 
-def test_worker_healthchecks_ping_their_own_node(services):
-    for name, node in (("worker", "crawl@"), ("ops", "ops@")):
-        check = interpolate(services[name]["healthcheck"]["test"][1])
-        sub, params = celery_parse(shlex.split(check.replace("$HOSTNAME", "host")))
+def test_worker_healthchecks_read_their_own_node_without_a_broadcast(services):
+    for name, node in (("worker", "crawl@"), ("ops", "ops@"), ("hooks", "hooks@")):
+        check = shlex.split(interpolate(services[name]["healthcheck"]["test"][1]).replace("$HOSTNAME", "host"))
 
-        assert (sub, params["command"]) == ("inspect", "ping")
-        assert params["destination"] == [f"{node}host"]
+        assert check == ["python", "-m", "project.presence", f"{node}host"]
         assert f"{node}%h" in command(services[name])
+        assert {"--without-gossip", "--without-mingle"} <= set(command(services[name]))
 
 
 def test_beat_uses_the_database_scheduler_from_celeryconfig(services):
@@ -213,8 +238,8 @@ def test_flower_has_basic_auth_from_the_environment(services):
 
     assert name == "flower"
     assert {flag.replace("-", "_") for flag in flags} <= set(options.as_dict())
-    assert flags["basic-auth"] == "<FLOWER_BASIC_AUTH>"
-    assert "${FLOWER_BASIC_AUTH" in " ".join(services["flower"]["command"])
+    assert "basic-auth" not in flags, "the admin's password would be on the command line"
+    assert services["flower"]["environment"]["FLOWER_BASIC_AUTH"].startswith("${FLOWER_BASIC_AUTH:?")
 
 
 def test_flower_port_is_not_public(services):
@@ -250,6 +275,9 @@ def test_dockerfile_copies_what_exists_and_every_local_app():
         assert (ROOT / source).exists(), source
     local_apps = {config.name for config in apps.get_app_configs() if Path(config.path).parent == ROOT}
     assert local_apps <= sources, local_apps - sources
+    # Every top-level package the processes import, Django app or not (runtime/ is a plain package): not the tests.
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages <= sources, packages - sources
     assert {"project", "manage.py", "celeryconfig.py", "requirements.txt"} <= sources
     assert ".venv" not in sources and "." not in sources
 
@@ -292,3 +320,25 @@ def test_the_broker_is_redis_unless_celery_broker_url_is_set(services):
     url = re.search(r"CELERY_BROKER_URL=(\S+)", header).group(1)
     assert url == f"amqp://{rabbit['RABBITMQ_DEFAULT_USER']}:trawl@rabbitmq:5672/{rabbit['RABBITMQ_DEFAULT_VHOST']}"
     assert broker_transport(url) == "amqp"
+
+
+def test_redis_and_postgres_never_start_without_a_password(services, compose):
+    """A password-less Redis or database is one a packaged version's child (uploaded code, on the workers' network)
+    logs in to past everything Trawl scrubbed: each password is required (`${VAR:?...}`, no default), given to the
+    server, and in the URL every app service connects with."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    for name in ("REDIS_PASSWORD", "POSTGRES_PASSWORD"):
+        assert f"${{{name}:?" in text and f"${{{name}:-" not in text and f"${{{name}}}" not in text, name
+    redis_env = {key: interpolate(str(value)) for key, value in services["redis"]["environment"].items()}
+    assert redis_env == {"REDIS_PASSWORD": "<REDIS_PASSWORD>"}
+    server = shlex.split(command(services["redis"])[-1])
+    assert server[:2] == ["exec", "redis-server"] and server[server.index("--requirepass") + 1] == "$REDIS_PASSWORD"
+    assert "REDISCLI_AUTH" in interpolate(services["redis"]["healthcheck"]["test"][1]), "the healthcheck logs in"
+    postgres = {key: interpolate(str(value)) for key, value in services["postgres"]["environment"].items()}
+    assert postgres["POSTGRES_PASSWORD"] == "<POSTGRES_PASSWORD>"
+    assert "POSTGRES_HOST_AUTH_METHOD" not in postgres, "trust would accept anyone"
+    for name in APP_SERVICES:
+        env = {key: interpolate(str(value)) for key, value in services[name]["environment"].items()}
+        assert urlsplit(env["REDIS_URL"]).password == redis_env["REDIS_PASSWORD"], name
+        assert urlsplit(env["DATABASE_URL"]).password == postgres["POSTGRES_PASSWORD"], name
+        assert env.get("TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED", "0") in ("", "0"), name

@@ -25,9 +25,10 @@ def redis_gone(settings, tmp_path):
 
 
 def test_while_redis_is_away_database_endpoints_answer_and_the_others_say_503(
-    api, admin_api, builtins, redis_gone, monkeypatch
+    api, admin_api, builtins, redis_gone, monkeypatch, settings
 ):
     monkeypatch.setattr("project.messaging.messages.send", lambda *args, **kwargs: None)
+    settings.TRAWL_API_RATE = settings.TRAWL_API_ADMIN_RATE = "1000/minute"  # counted in Redis: open while it is away
     job_id = api.post("/api/jobs/", {"url": "http://127.0.0.1:9/x"}, format="json").json()["id"]
     redis_gone.stop()
 

@@ -31,3 +31,20 @@ def test_the_worker_launcher_takes_celery_worker_s_options_without_its_shell_or_
     assert report["code"] == 0
     assert "--queues" in report["help"] and "--concurrency" in report["help"]  # Celery's own `worker` command
     assert report["loaded"] == []
+
+
+def test_a_crawls_worker_gets_the_crawl_host_pool_with_p_times_k_slots():
+    from project.worker import crawl_host_args, serves_crawls
+
+    assert serves_crawls(["-Q", "crawls", "-c", "2"]) and serves_crawls(["--queues=control,crawls"])
+    assert serves_crawls(["-Qcrawls"]) and not serves_crawls(["-Q", "control,callbacks"]) and not serves_crawls([])
+    # `-c P` is P crawl processes: Celery's slots (and prefetch) are P × crawls per process.
+    assert crawl_host_args(["-Q", "crawls", "-c", "2", "-n", "crawl@%h"], per_process=16) == [
+        "-Q",
+        "crawls",
+        "-n",
+        "crawl@%h",
+        "--concurrency",
+        "32",
+    ]
+    assert crawl_host_args(["-Q", "crawls", "--concurrency=3"], per_process=4)[-2:] == ["--concurrency", "12"]

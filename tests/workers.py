@@ -50,7 +50,13 @@ def test_database_url() -> str:
 
 class Worker:
     def __init__(
-        self, *, queues: str = "crawls,control,callbacks", concurrency: int = 1, env: dict | None = None, log_dir: Path
+        self,
+        *,
+        queues: str = "crawls,control,callbacks",
+        concurrency: int = 1,
+        env: dict | None = None,
+        log_dir: Path,
+        cwd: Path | None = None,  # its working directory (a host of its own, say): the project's folder unless given
     ) -> None:
         self.name = f"trawl-test-{uuid.uuid4().hex[:8]}@%h"
         self.queues = queues
@@ -59,6 +65,7 @@ class Worker:
         self.log_path = log_dir / f"{self.name.split('@')[0]}.log"
         self.process: subprocess.Popen | None = None
         self.started_on = ""  # the broker it was started on (CELERY_BROKER_URL, else REDIS_URL)
+        self.cwd = cwd or BASE_DIR
 
     @property
     def hostname(self) -> str:
@@ -96,7 +103,7 @@ class Worker:
         with open(self.log_path, "ab") as log:
             # A session of its own, so stopping the worker also stops its pool processes.
             self.process = subprocess.Popen(
-                command, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command, cwd=self.cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self._wait_ready(timeout)
         return self

@@ -4,8 +4,12 @@
 -- KEYS[3] window of the exact host   KEYS[4] window of the registered domain
 -- ARGV[1] responses observed (and timeouts); ARGV[2] how many of them were errors; ARGV[3] the sum of their latencies
 -- in seconds; ARGV[4] how many had a latency (a timeout has none); ARGV[5] window seconds; ARGV[6] least responses in
--- a window; ARGV[7] 1 if rules without the field are adaptive. A worker sends what it saw of a host every moment in
--- one call, not one call per response.
+-- a window; ARGV[7] 1 if rules without the field are adaptive; ARGV[8] the error share above which a window that holds
+-- enough responses closes early; ARGV[9] how early (a share of the window's seconds); ARGV[10] how many errors are
+-- enough for that (fewer than ARGV[6]: each more is a refused request sent at a rate the site already refuses). A
+-- worker sends what it saw of a host every moment in one call, not one call per response.
+-- A window whose answers are errors closes as soon as it holds enough of them and ARGV[9] of its time passed: a site
+-- that started refusing is relieved within a fraction of a window, not after all of it at the rate it refuses.
 --
 -- The window is the key of whoever's rule the bucket script uses: the exact host's if it has a rule, else the
 -- registered domain's (defaults too). Returns {0} while the window is open or the rule is not adaptive, else
@@ -30,7 +34,9 @@ local n, err, sum, timed, start = tonumber(w[1]) or 0, tonumber(w[2]) or 0, tonu
 if now - start > 30 * span + 30 then n, err, sum, timed, start = 0, 0, 0, 0, now end  -- a stale window tells nothing
 n, err = n + tonumber(ARGV[1]), err + tonumber(ARGV[2])
 sum, timed = sum + tonumber(ARGV[3]), timed + tonumber(ARGV[4])
-if now - start >= span and n >= tonumber(ARGV[6]) then
+local erring = err > n * tonumber(ARGV[8] or 1) and now - start >= span * tonumber(ARGV[9] or 1)
+local enough = tonumber(ARGV[6])
+if (n >= enough and now - start >= span) or (erring and err >= math.min(enough, tonumber(ARGV[10] or enough))) then
   redis.call('DEL', key)
   return {1, which, n, err, string.format('%.6f', sum), timed}
 end

@@ -20,6 +20,14 @@ class AdaptiveConfig:
     window: float = 2.0  # seconds of responses per decision
     min_requests: int = 5  # a window closes only once it holds this many responses
     max_error_share: float = 0.05  # above this share of 5xx / 429 / timeouts: slow down
+    # A window with more errors than that closes once this share of `window` passed (and it holds `min_requests`):
+    # every request sent at a rate the site refuses is a 503 more, so the first refusals are acted on at once.
+    error_window: float = 0.1
+    # ...and once it holds this many errors (fewer than `min_requests`): the third 503 is reason enough to slow down.
+    min_errors: int = 3
+    # Below the share that got through, by this margin: that share was measured partly at the rate before the site
+    # broke (its queue still empty), so it overstates what the site takes.
+    error_margin: float = 0.6
     # Factor multiplier after an erroring window: at least this cut, deeper when most answers were errors (to just
     # below the share that got through: what the site took), never deeper than its square in one window.
     error_decrease: float = 0.5
@@ -31,7 +39,7 @@ class AdaptiveConfig:
     latency_decrease: float = 0.75  # factor multiplier after a slow window
     increase: float = 0.05  # factor added per healthy window once probing upward
     healthy_windows: int = 3  # healthy windows in a row before probing upward
-    ceiling_margin: float = 0.9  # probing stops at this share of the factor at which the site last broke
+    ceiling_margin: float = 0.8  # probing stops at this share of the factor at which the site last broke
     ceiling_hold: int = 15  # healthy windows at that cap before probing one step higher again
     min_factor: float = 0.02  # never below this share of the configured rate
     baseline_follow: float = 0.1  # how fast the baseline follows a healthy latency above it (0..1)
@@ -92,7 +100,7 @@ def adapt(state: AdaptiveState, window: Window, config: AdaptiveConfig = Adaptiv
     if share > config.max_error_share:
         if state.calm < 0:  # the window right after an error cut: its answers are mostly to the rate before the cut
             return replace(state, calm=0)
-        cut = min(config.error_decrease, max((1.0 - share) * config.ceiling_margin, config.error_decrease**2))
+        cut = min(config.error_decrease, max((1.0 - share) * config.error_margin, config.error_decrease**2))
         return replace(_slowed(state, cut, f"slowed down: {share:.0%} errors in the last window", config), calm=-1)
     baseline, latency = state.baseline, window.latency
     above_floor = bool(baseline) and latency - baseline > config.latency_floor

@@ -10,11 +10,15 @@ from django.utils import timezone
 from project.errors import TrawlError
 from throttling.models import DomainThrottle, Proxy
 from throttling.services import (
+    FIELDS as THROTTLE_FIELDS,
+)
+from throttling.services import (
     default_limits,
     domain_normalize,
     proxies_cool_down_end,
     throttle_delete,
     throttle_effective,
+    throttle_robots,
     throttle_save,
     throttle_update,
 )
@@ -23,18 +27,7 @@ from throttling.services import (
 class DomainThrottleForm(forms.ModelForm):
     class Meta:
         model = DomainThrottle
-        fields = [
-            "domain",
-            "rate",
-            "burst",
-            "ip_rate",
-            "ip_burst",
-            "scale",
-            "blocked",
-            "adaptive",
-            "concurrency",
-            "note",
-        ]
+        fields = ["domain", *THROTTLE_FIELDS]  # the fields the services save, in their order
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -75,10 +68,15 @@ class DomainThrottleAdmin(admin.ModelAdmin):
         "concurrency",
         "effective_rate",
         "adaptive_reason",
+        "robots_delay",
         "updated_at",
     )
-    list_filter = ("blocked", "adaptive")
-    readonly_fields = ("effective_rate", "adaptive_reason")
+    list_filter = ("blocked", "adaptive", "obey_crawl_delay")
+    readonly_fields = ("effective_rate", "adaptive_reason", "robots_delay")
+
+    @admin.display(description="robots.txt asks")
+    def robots_delay(self, throttle: DomainThrottle) -> str:
+        return throttle_robots(throttle)["robots_reason"] if throttle.pk else "-"
 
     @admin.display(description="effective rate (req/s)")
     def effective_rate(self, throttle: DomainThrottle) -> float | str:
@@ -92,7 +90,8 @@ class DomainThrottleAdmin(admin.ModelAdmin):
     actions = ["block", "unblock"]
 
     def get_changeform_initial_data(self, request) -> dict:
-        return {**asdict(default_limits()), **super().get_changeform_initial_data(request)}
+        initial = {**asdict(default_limits()), **super().get_changeform_initial_data(request)}
+        return {**initial, "max_pages_per_job": initial.get("max_pages_per_job") or None}
 
     def save_model(self, request, obj, form, change) -> None:
         throttle_save(throttle=obj)

@@ -21,6 +21,7 @@ from throttling.services import (
     throttle_adaptive_states,
     throttle_create,
     throttle_delete,
+    throttle_robots_many,
     throttle_update,
 )
 
@@ -43,13 +44,15 @@ class ThrottleViewSet(QueryChecked, mixins.ListModelMixin, mixins.RetrieveModelM
 
     def get_serializer_context(self) -> dict:
         # A page of rules reads the adaptive controller's states in one MGET (paginate_queryset runs first).
-        return {**super().get_serializer_context(), "states": getattr(self, "_states", {})}
+        context = super().get_serializer_context()
+        return {**context, "states": getattr(self, "_states", {}), "robots": getattr(self, "_robots", {})}
 
     def list(self, request: Request) -> Response:
         """Every rule with what its domain gets now (`effective_rate`, `adaptive_reason`)."""
         page = self.paginate_queryset(self.get_queryset())
         rows = list(page if page is not None else self.get_queryset())
         self._states = throttle_adaptive_states([row.domain for row in rows])
+        self._robots = throttle_robots_many(rows)
         data = self.get_serializer(rows, many=True).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 

@@ -5,14 +5,20 @@
 -- KEYS[6] bucket of the domain          KEYS[7] bucket of (egress IP, domain)
 -- KEYS[8] adaptive state of the exact host   KEYS[9] adaptive state of the registered domain
 -- KEYS[10] in-flight slots of the exact host  KEYS[11] in-flight slots of the registered domain
+-- KEYS[12] robots.txt cap of the exact host   KEYS[13] robots.txt cap of the registered domain
 -- ARGV[1] "take" or "pause"; ARGV[2] the defaults, as a rule (below: every field; rules mirrored without the
 -- adaptive or concurrency field take the defaults'); ARGV[3] pause seconds; ARGV[4] tokens wanted (requests of one
 -- worker waiting for these buckets together); ARGV[5] slot holder ("" = take no slots); ARGV[6] slot lease seconds;
--- ARGV[7] wait_ms when every slot is held
+-- ARGV[7] wait_ms when every slot is held; ARGV[8] reserve_ms: a take that finds no token may still take the next
+-- one if it comes within this many ms (0: never)
 -- (Few arguments on purpose: each one costs the client packing it and Redis a string, on every request.)
 --
 -- Returns {status, wait_ms, rule, granted, busy}: status 1 = granted (pause: done), 0 = wait wait_ms and ask again,
--- -1 = domain blocked, -2 = rules not loaded into Redis yet; rule 1 = exact host, 2 = domain, 3 = defaults.
+-- 2 = granted the token that comes in wait_ms (send the request then, not before), -1 = domain blocked, -2 = rules
+-- not loaded into Redis yet; rule 1 = exact host, 2 = domain, 3 = defaults.
+-- A reserved token is taken now, so both buckets go below zero until it comes: the next take waits from when that
+-- token comes, not from when its request was sent, and a crawl whose wake-ups run late still gets the whole rate.
+-- Never more often than the rate: every request is sent at or after its token's time.
 -- A take grants as many of the tokens wanted as both buckets hold (at least one, or none and a wait); wait_ms is then
 -- when the next token comes, for the requests that got none.
 -- With a holder, a take also takes one in-flight slot per token (never more tokens than free slots); busy = 1 when it
@@ -20,8 +26,10 @@
 -- them back as its requests end and renews its expiry while it holds some (throttling/slots.lua); a holder whose
 -- expiry passed (a killed worker) counts for nothing and is removed here.
 --
--- A rule is the string "rate burst ip_rate ip_burst scale blocked adaptive concurrency" (rates in tokens/s, flags 0
--- or 1, concurrency the slots; rules mirrored before it existed have no concurrency field).
+-- A rule is the string "rate burst ip_rate ip_burst scale blocked adaptive concurrency obey max_pages" (rates in
+-- tokens/s, flags 0 or 1, concurrency the slots; rules mirrored before a field existed lack it and take the default).
+-- A robots.txt cap "rate burst delay" (throttling/robots.py: what the site's Crawl-delay / Request-rate asks for) is
+-- a ceiling on both buckets of a rule that obeys it (`obey`, default 1): it lowers the rates, never raises them.
 -- An adaptive rule's rates are also multiplied by the factor the controller keeps in the adaptive state
 -- ("factor baseline reason", throttling/adaptive.py); no state is a factor of 1.
 -- A bucket is the string "tokens ts": `tokens` as of time `ts` (seconds, from Redis TIME, never a worker's clock).
@@ -31,15 +39,16 @@
 -- written with one SET each: every redis.call costs a script far more than the few bytes of a value never used.
 
 local NEVER = 86400  -- the wait reported, and the key lifetime, when a rate is 0
-local found = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9], KEYS[6], KEYS[7], KEYS[4], KEYS[5])
+local found = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9], KEYS[6], KEYS[7], KEYS[4], KEYS[5],
+  KEYS[12], KEYS[13])
 
 -- The exact host's rule beats the registered domain's; with neither, the caller's defaults. One match reads it all.
 local which, rule = 3, ARGV[2]
 if found[1] then which, rule = 1, found[1] elseif found[2] then which, rule = 2, found[2] end
-local rate, cap, ip_rate, ip_cap, scale, blocked, adaptive, concurrency =
-  string.match(rule, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*) ?(%S*)')
+local rate, cap, ip_rate, ip_cap, scale, blocked, adaptive, concurrency, obey =
+  string.match(rule, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*) ?(%S*) ?(%S*)')
 if adaptive == '' or concurrency == '' then
-  local default_adaptive, default_concurrency = string.match(ARGV[2], '(%S+) (%S+)$')
+  local default_adaptive, default_concurrency = string.match(ARGV[2], '^%S+ %S+ %S+ %S+ %S+ %S+ (%S+) (%S+)')
   if adaptive == '' then adaptive = default_adaptive end
   if concurrency == '' then concurrency = default_concurrency end
 end
@@ -49,6 +58,14 @@ if which == 1 then state = found[4] end
 if adaptive == '1' and state then scale = scale * tonumber(string.match(state, '^(%S+)')) end
 rate, cap = tonumber(rate) * scale, math.max(1, tonumber(cap))
 ip_rate, ip_cap = tonumber(ip_rate) * scale, math.max(1, tonumber(ip_cap))
+local robots = found[11]
+if which == 1 then robots = found[10] end
+if robots and obey ~= '0' then
+  local robots_rate, robots_cap = string.match(robots, '^(%S+) (%S+)')
+  robots_rate, robots_cap = tonumber(robots_rate), math.max(1, tonumber(robots_cap))
+  rate, cap = math.min(rate, robots_rate), math.min(cap, robots_cap)
+  ip_rate, ip_cap = math.min(ip_rate, robots_rate), math.min(ip_cap, robots_cap)
+end
 local domain_key, ip_key, slots_key, bucket, ip_bucket = KEYS[6], KEYS[7], KEYS[11], found[6], found[7]
 if which == 1 then domain_key, ip_key, slots_key, bucket, ip_bucket = KEYS[4], KEYS[5], KEYS[10], found[8], found[9] end
 local holder = ARGV[5] or ''
@@ -117,8 +134,7 @@ if holder ~= '' then
 end
 local tokens, ts = refill(bucket, rate, cap)
 local ip_tokens, ip_ts = refill(ip_bucket, ip_rate, ip_cap)
-if tokens >= 1 and ip_tokens >= 1 then
-  local granted = math.min(wanted, math.floor(tokens), math.floor(ip_tokens))
+local function grant(granted)
   tokens, ip_tokens = tokens - granted, ip_tokens - granted
   save(domain_key, tokens, ts, rate, cap)
   save(ip_key, ip_tokens, ip_ts, ip_rate, ip_cap)
@@ -127,8 +143,16 @@ if tokens >= 1 and ip_tokens >= 1 then
     redis.call('HSET', slots_key, holder, string.format('%d %.6f', mine + granted, now + lease))
     redis.call('PEXPIRE', slots_key, math.ceil((lease + 60) * 1000))
   end
+end
+if tokens >= 1 and ip_tokens >= 1 then
+  local granted = math.min(wanted, math.floor(tokens), math.floor(ip_tokens))
+  grant(granted)
   local rest = math.max(wait(tokens, ts, rate), wait(ip_tokens, ip_ts, ip_rate))
   return {1, math.ceil(rest * 1000), which, granted}
 end
 local delay = math.max(wait(tokens, ts, rate), wait(ip_tokens, ip_ts, ip_rate))
+if delay * 1000 <= (tonumber(ARGV[8]) or 0) then
+  grant(1)
+  return {2, math.ceil(delay * 1000), which, 1}
+end
 return {0, math.ceil(delay * 1000), which}

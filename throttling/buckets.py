@@ -26,11 +26,12 @@ from throttling.suffixes import registered_domain
 
 SCRIPT = Path(__file__).with_name("buckets.lua").read_text()
 GRANTED, WAIT, BLOCKED, STALE = "granted", "wait", "blocked", "stale"
-_STATUSES = {1: GRANTED, 0: WAIT, -1: BLOCKED, -2: STALE}
+_STATUSES = {1: GRANTED, 2: GRANTED, 0: WAIT, -1: BLOCKED, -2: STALE}  # 2: granted ahead of its token
 _RULES = {1: "host", 2: "domain", 3: "default"}
 # How long a request waits before asking again when every in-flight slot of its domain is held: a slot frees when
 # some worker's response arrives, which no clock predicts. Short, so a freed slot is not left idle.
 SLOT_POLL_MS = 50
+COPY_MS = 600_000  # on a cluster, a domain slot's copy of the rule mirror's marker (loaded_key) is copied this often
 
 
 @dataclass(frozen=True)
@@ -45,18 +46,27 @@ class Limits:
     blocked: bool = False
     adaptive: bool = True  # the controller may lower both rates when the site slows or errors (adaptive.py)
     concurrency: int = 8  # requests in flight at once, cluster-wide (slots, held by workers that take with a holder)
+    obey_crawl_delay: bool = True  # the site's robots.txt Crawl-delay / Request-rate may lower both rates (robots.py)
+    max_pages_per_job: int = 0  # pages of the domain one job fetches at most (0: no limit)
 
     def as_redis(self) -> str:
-        """The rule as the script reads it: "rate burst ip_rate ip_burst scale blocked adaptive concurrency"."""
+        """The rule as the script reads it: "rate burst ip_rate ip_burst scale blocked adaptive concurrency obey
+        max_pages"."""
         flags = f"{int(self.blocked)} {int(self.adaptive)}"
-        return f"{self.rate!r} {self.burst} {self.ip_rate!r} {self.ip_burst} {self.scale!r} {flags} {self.concurrency}"
+        tail = f"{self.concurrency} {int(self.obey_crawl_delay)} {self.max_pages_per_job}"
+        return f"{self.rate!r} {self.burst} {self.ip_rate!r} {self.ip_burst} {self.scale!r} {flags} {tail}"
 
     @classmethod
-    def from_redis(cls, value: str) -> Limits:
+    def from_redis(cls, value: str | bytes) -> Limits:
+        if isinstance(value, bytes):
+            value = value.decode()
         rate, burst, ip_rate, ip_burst, scale, blocked, *rest = value.split()
         flags = (blocked == "1", rest[0] == "1" if rest else True)
         concurrency = int(rest[1]) if len(rest) > 1 else cls.concurrency
-        return cls(float(rate), int(burst), float(ip_rate), int(ip_burst), float(scale), *flags, concurrency)
+        obey = rest[2] == "1" if len(rest) > 2 else True
+        max_pages = int(rest[3]) if len(rest) > 3 else 0
+        numbers = (float(rate), int(burst), float(ip_rate), int(ip_burst), float(scale))
+        return cls(*numbers, *flags, concurrency, obey, max_pages)
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,7 @@ class Decision:
     rule: str = ""  # whose rule decided: host | domain | default
     granted: int = 0  # tokens taken, when status is `granted` (at most the number asked for)
     busy: bool = False  # `wait` because every in-flight slot of the domain is held (not for lack of tokens)
+    after: float = 0.0  # granted ahead of its token (a take with `reserve`): seconds to wait before sending
 
 
 class TokenBuckets:
@@ -100,6 +111,19 @@ class TokenBuckets:
         """The adaptive controller's state of a domain: "factor baseline reason" (throttling/adaptive.py)."""
         return self._key("adaptive", domain)
 
+    def adaptive_index_key(self) -> str:
+        """The domains the adaptive controller holds below their configured rate, scored by their factor (lowest:
+        most slowed), so that /metrics reads the few most slowed without walking every domain's state."""
+        return f"{self.prefix}:adaptive_index"
+
+    def robots_key(self, domain: str) -> str:
+        """What the domain's robots.txt asks for (Crawl-delay / Request-rate): "rate burst delay" (robots.py)."""
+        return self._key("robots", domain)
+
+    def robots_file_key(self, scheme: str, host: str, netloc: str) -> str:
+        """The body of `scheme://netloc/robots.txt` as the first crawl to fetch it read it (robots_shared.py)."""
+        return f"{self.prefix}:robotsfile:{hash_tag(registered_domain(host))}:{scheme}://{netloc}"
+
     def window_key(self, domain: str) -> str:
         return self._key("window", domain)
 
@@ -125,8 +149,18 @@ class TokenBuckets:
         tokens: int = 1,
         holder: str = "",
         cluster: bool = False,
+        reserve: float = 0.0,
     ) -> tuple[tuple[str, ...], list[Any]]:
-        args = [mode, _as_rule(self.defaults), pause, tokens, holder, self.slot_lease, SLOT_POLL_MS]
+        args = [
+            mode,
+            _as_rule(self.defaults),
+            pause,
+            tokens,
+            holder,
+            self.slot_lease,
+            SLOT_POLL_MS,
+            round(reserve * 1000),
+        ]
         return self._keys(host, egress, cluster), args
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - a few TokenBuckets per process, each asked for a few hosts
@@ -138,26 +172,37 @@ class TokenBuckets:
         keys += [self.bucket_key(host), self.bucket_key(host, egress)]
         keys += [self.bucket_key(domain), self.bucket_key(domain, egress)]
         keys += [self.state_key(host), self.state_key(domain), self.slots_key(host), self.slots_key(domain)]
+        keys += [self.robots_key(host), self.robots_key(domain)]
         return tuple(keys)
 
-    def take(self, client: redis.Redis, *, host: str, egress: str, tokens: int = 1, holder: str = "") -> Decision:
+    def take(
+        self, client: redis.Redis, *, host: str, egress: str, tokens: int = 1, holder: str = "", reserve: float = 0.0
+    ) -> Decision:
         """Take `tokens` from both buckets, or as many as they hold (at least one), or none and say how long to wait.
 
         With a `holder` (one crawl process, throttling/slots.py), each token granted also takes one of the domain's
-        in-flight slots for it, as many as are free: the holder gives them back as its requests end."""
-        call = self._call(host, egress, "take", tokens=tokens, holder=holder, cluster=on_cluster(client))
+        in-flight slots for it, as many as are free: the holder gives them back as its requests end. With `reserve`,
+        a take that finds no token takes the next one if it comes within that many seconds (`Decision.after`)."""
+        call = self._call(
+            host, egress, "take", tokens=tokens, holder=holder, cluster=on_cluster(client), reserve=reserve
+        )
         decision = _decision(self.script.run(client, *call))
         # On a cluster a stale answer may only mean the domain's copy of a fresh marker ran out: copy it, ask again.
-        if decision.status == STALE and on_cluster(client) and (fresh_ms := client.pttl(self.rules_loaded_key)) > 0:
+        cluster_stale = decision.status == STALE and on_cluster(client)
+        if cluster_stale and (fresh_ms := _copy_ms(client.pttl(self.rules_loaded_key))):
             client.set(self.loaded_key(host), "1", px=fresh_ms)
             decision = _decision(self.script.run(client, *call))
         return decision
 
-    async def take_async(self, client: Any, *, host: str, egress: str, tokens: int = 1, holder: str = "") -> Decision:
-        call = self._call(host, egress, "take", tokens=tokens, holder=holder, cluster=on_cluster(client))
+    async def take_async(
+        self, client: Any, *, host: str, egress: str, tokens: int = 1, holder: str = "", reserve: float = 0.0
+    ) -> Decision:
+        call = self._call(
+            host, egress, "take", tokens=tokens, holder=holder, cluster=on_cluster(client), reserve=reserve
+        )
         decision = _decision(await self.script.run_async(client, *call))
         cluster_stale = decision.status == STALE and on_cluster(client)
-        if cluster_stale and (fresh_ms := await client.pttl(self.rules_loaded_key)) > 0:
+        if cluster_stale and (fresh_ms := _copy_ms(await client.pttl(self.rules_loaded_key))):
             await client.set(self.loaded_key(host), "1", px=fresh_ms)
             decision = _decision(await self.script.run_async(client, *call))
         return decision
@@ -172,6 +217,14 @@ class TokenBuckets:
         return (await self.script.run_async(client, *call))[1] / 1000
 
 
+def _copy_ms(marker_pttl: int) -> int:
+    """How long a domain slot's copy of the mirror's marker lives: as long as the marker, or (the marker no longer
+    expires) a while, after which the next take copies it again: 0 when there is no marker (the mirror is gone)."""
+    if marker_pttl == -1:
+        return COPY_MS
+    return max(0, marker_pttl)
+
+
 @functools.lru_cache(maxsize=64)
 def _as_rule(limits: Limits) -> str:
     """The defaults as the script reads a rule: formatted once, not for every request."""
@@ -181,7 +234,8 @@ def _as_rule(limits: Limits) -> str:
 def _decision(reply: list[int]) -> Decision:
     status, wait_ms, rule, *rest = (int(part) for part in reply)
     granted, busy = [*rest, 0, 0][:2]
-    return Decision(_STATUSES[status], wait_ms / 1000, _RULES.get(rule, ""), granted, bool(busy))
+    after = wait_ms / 1000 if status == 2 else 0.0
+    return Decision(_STATUSES[status], wait_ms / 1000, _RULES.get(rule, ""), granted, bool(busy), after)
 
 
 def retry_after_seconds(value: bytes | str | None, *, now: float) -> float | None:
@@ -190,7 +244,7 @@ def retry_after_seconds(value: bytes | str | None, *, now: float) -> float | Non
         return None
     text = value.decode("latin-1") if isinstance(value, bytes) else value
     text = text.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # `str.isdigit` alone takes '²', which float() refuses
         return float(text)
     try:
         when = email.utils.parsedate_to_datetime(text)

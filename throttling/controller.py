@@ -9,6 +9,7 @@ slows down or speeds up together. No Django here, like buckets.py.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from project.redis import LuaScript
 from throttling.adaptive import AdaptiveConfig, AdaptiveState, Window, adapt, requeue_delay
 from throttling.buckets import Limits, TokenBuckets, registered_domain
 
+logger = logging.getLogger("trawl.throttle")
 SCRIPT = Path(__file__).with_name("adaptive.lua").read_text()
 # How long a host's responses gather in a worker before one call adds them to its window (whose decisions come every
 # few seconds): a fast crawl pays one Redis call per host per interval, not one per response.
@@ -63,7 +65,8 @@ class AdaptiveController:
         b, c, o = self.buckets, self.config, observed
         keys = [b.rule_key(host), b.rule_key(domain), b.window_key(host), b.window_key(domain)]
         args = [o.requests, o.errors, f"{o.latency_sum:.6f}", o.timed, c.window, c.min_requests]
-        return keys, [*args, int(b.defaults.adaptive)], host, domain
+        extra = [int(b.defaults.adaptive), c.max_error_share, c.error_window, c.min_errors]
+        return keys, [*args, *extra], host, domain
 
     async def observe_async(self, client: Any, *, host: str, observed: Observed) -> AdaptiveState | None:
         """Add what was observed to the host's window; returns the new state when this call closed it, else None."""
@@ -71,10 +74,30 @@ class AdaptiveController:
         reply = await self.script.run_async(client, keys, args)
         if not int(reply[0]):
             return None
-        key = self.buckets.state_key(host if int(reply[1]) == 1 else domain)
+        name = host if int(reply[1]) == 1 else domain
+        key = self.buckets.state_key(name)
         state = adapt(AdaptiveState.from_redis(await client.get(key)), _window(reply), self.config)
         await client.set(key, state.as_redis(), ex=STATE_TTL)
+        if state.factor < 1:
+            await client.zadd(self.buckets.adaptive_index_key(), {name: state.factor})
+        else:
+            await client.zrem(self.buckets.adaptive_index_key(), name)
         return state
+
+    async def feed_async(self, client: Any, *, host: str, observed: Observed, stats: Any) -> None:
+        """Feed a host's outcomes to its domain's controller, counting decisions in the crawl's stats and logging
+        those below full rate. Redis away: the crawl goes on at the rate it had."""
+        try:
+            state = await self.observe_async(client, host=host, observed=observed)
+        except redis.RedisError as exc:
+            stats.inc_value("throttle/adaptive_errors")
+            logger.warning("throttle: adaptive controller unavailable (%s)", exc)
+            return
+        if state is not None:
+            stats.inc_value("throttle/adaptive_decisions")
+            stats.min_value("throttle/adaptive_min_factor", round(state.factor, 3))
+            if state.reason:
+                logger.info("throttle: %s at %.0f%% of its rate: %s", host, state.factor * 100, state.reason)
 
     def observe(self, client: redis.Redis, *, host: str, observed: Observed) -> AdaptiveState | None:
         """The blocking twin of `observe_async` (benchmarks, tests)."""
@@ -82,9 +105,9 @@ class AdaptiveController:
         reply = self.script.run(client, keys, args)
         if not int(reply[0]):
             return None
-        key = self.buckets.state_key(host if int(reply[1]) == 1 else domain)
-        state = adapt(AdaptiveState.from_redis(client.get(key)), _window(reply), self.config)
-        client.set(key, state.as_redis(), ex=STATE_TTL)
+        name = host if int(reply[1]) == 1 else domain
+        state = adapt(AdaptiveState.from_redis(client.get(self.buckets.state_key(name))), _window(reply), self.config)
+        adaptive_state_store(client, buckets=self.buckets, name=name, state=state)
         return state
 
     async def requeue_delay_async(
@@ -101,6 +124,16 @@ class AdaptiveController:
         if not rule.adaptive:
             return None
         return requeue_delay(requeues, retry_after=retry_after, config=self.config)
+
+
+def adaptive_state_store(client: redis.Redis, *, buckets: TokenBuckets, name: str, state: AdaptiveState) -> None:
+    """Keep a domain's state (for STATE_TTL) and its place in the index of slowed domains (buckets.adaptive_index_key):
+    a domain back at its configured rate leaves the index."""
+    client.set(buckets.state_key(name), state.as_redis(), ex=STATE_TTL)
+    if state.factor < 1:
+        client.zadd(buckets.adaptive_index_key(), {name: state.factor})
+    else:
+        client.zrem(buckets.adaptive_index_key(), name)
 
 
 def _window(reply: list[Any]) -> Window:

@@ -65,31 +65,42 @@ def egress_of(request: Request, default: str) -> str:
 
 def load_rules() -> bool:
     """Mirror the throttle rules into Redis (in a worker thread: it reads the database)."""
-    from django.db import close_old_connections
+    from django.db import connection
 
     from throttling.services import throttle_rules_load
 
     try:
         return throttle_rules_load()
     finally:
-        close_old_connections()
+        connection.close()  # a thread of the pool: no connection kept between its rare reads (docs/deploy.md)
+
+
+def check_rules() -> bool:
+    """Reload the rule mirror if the database's rules changed behind the services' back (one process per period)."""
+    from django.db import connection
+
+    from throttling.services import throttle_rules_check
+
+    try:
+        return throttle_rules_check()
+    finally:
+        connection.close()
 
 
 def throttle_options(settings: BaseSettings) -> dict[str, Any]:
     """ThrottleMiddleware's arguments from the crawl's settings. Politeness is not a scraper's to turn off: the
     project's values are pinned there (runtime.settings.compose)."""
-    from throttling.services import throttle_buckets
-
     if not settings.getbool("TRAWL_THROTTLE_ENABLED"):
         raise NotConfigured  # the project's choice (TRAWL_THROTTLE_ENABLED): no message, no WARNING in every job
     return {
-        "buckets": throttle_buckets(**_bucket_options(settings)),
+        "buckets": throttle_buckets_of(settings),
         "controller": _controller(settings),
         "redis_url": settings.get(REDIS_SETTING),
         "egress": settings.get("TRAWL_EGRESS_LABEL"),
         "max_sleep": settings.getfloat("TRAWL_THROTTLE_MAX_SLEEP"),
         "max_pause": settings.getfloat("TRAWL_THROTTLE_MAX_PAUSE"),
         "patience": settings.getfloat("TRAWL_INFRA_PATIENCE_SECONDS"),
+        "rules_check_seconds": settings.getfloat("TRAWL_THROTTLE_RULES_TTL"),
     }
 
 
@@ -99,6 +110,13 @@ def requeue_options(settings: BaseSettings) -> dict[str, Any]:
     if controller is None:
         raise NotConfigured  # no controller to choose a delay: Scrapy's retries, as before
     return {"controller": controller, "redis_url": settings.get(REDIS_SETTING)}
+
+
+def throttle_buckets_of(settings: BaseSettings) -> Any:
+    """The cluster's buckets as a crawl's settings configure them (its components read no project settings)."""
+    from throttling.services import throttle_buckets
+
+    return throttle_buckets(**_bucket_options(settings))
 
 
 def _bucket_options(settings: BaseSettings) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Trawl's downloader middlewares: the cluster-wide throttle (tokens; in-flight slots.py) and User-Agent rotation.
+"""Trawl's throttle downloader middleware: cluster-wide tokens, in-flight slots (slots.py), adaptive rates.
 
 They run in the reactor thread. Anything that may take time (Redis, the database) is awaited on the asyncio loop
 or run in a thread: the reactor is never blocked. Settings are read once, in `from_crawler`.
@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import redis
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -23,11 +22,10 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from project.errors import InfrastructureUnavailable
 from project.redis import redis_client
-from throttling.buckets import BLOCKED, GRANTED, STALE, WAIT, Decision, TokenBuckets, retry_after_seconds
-from throttling.controller import OBSERVE_SECONDS, AdaptiveController, Observed, is_error
+from throttling.buckets import BLOCKED, GRANTED, STALE, WAIT, Decision, TokenBuckets
+from throttling.controller import AdaptiveController, Observed, is_error
 from throttling.crawling import (
     OVERLOAD_EXCEPTIONS,
-    PAUSE_STATUSES,
     CrawlClosing,
     DomainBlocked,
     crawl_closing,
@@ -36,6 +34,10 @@ from throttling.crawling import (
     load_rules,
     throttle_options,
 )
+from throttling.observations import Observations
+from throttling.pauses import pause_if_asked, paused_since
+from throttling.robots import RobotsReader
+from throttling.rule_limits import RuleLimits
 from throttling.slots import SlotLedger
 from throttling.useragents import UserAgentRotationMiddleware  # noqa: F401 - re-exported: settings and tests name it
 
@@ -46,12 +48,12 @@ class ThrottleMiddleware:
     """Before every request, take a token from its domain's bucket and its (egress IP, domain) bucket in Redis.
 
     While either is empty the request waits (asyncio sleep, at most `max_sleep` at a time so a rule changed meanwhile
-    applies at once) and asks again. Blocked domains: the request is dropped. A 429/503 with Retry-After pauses the
-    domain for every worker. Every response's latency and outcome (and every timeout) feeds the domain's adaptive
-    controller, which lowers the rate for every worker when the site slows or errors (throttling/controller.py).
-    With a slot ledger (throttling/slots.py), each token also takes one of the domain's in-flight slots, cluster-wide,
-    held until the request ends: while all are held the request waits as for a token.
-    `request.meta["dont_throttle"] = True` lets one request skip all of this.
+    applies at once) and asks again; a token due within `max_sleep` is taken ahead and the request sleeps until then,
+    so the next one's wait runs from that token however late this one wakes. Blocked domains: the request is dropped.
+    A 429/503 with Retry-After pauses the domain for every worker. Every response's latency and outcome feeds the
+    domain's adaptive controller (throttling/controller.py). With a slot ledger (throttling/slots.py), each token also
+    takes one of the domain's in-flight slots, cluster-wide, held until the request ends: while all are held the
+    request waits as for a token. `request.meta["dont_throttle"] = True` lets one request skip all of this.
     """
 
     def __init__(
@@ -68,8 +70,11 @@ class ThrottleMiddleware:
         controller: AdaptiveController | None = None,
         closing: Callable[[], bool] = lambda: False,
         slot_hold: float | None = None,
+        robots: RobotsReader | None = None,
+        rules_check_seconds: float = 15.0,
     ) -> None:
         self.buckets = buckets
+        self.limits = RuleLimits(buckets=buckets, robots=robots, stats=stats, check_seconds=rules_check_seconds)
         # With `slot_hold` (the longest a request may hold a slot), requests take cluster-wide in-flight slots.
         self.slots = None if slot_hold is None else SlotLedger(buckets=buckets, client=self._client, max_hold=slot_hold)
         self.controller = controller
@@ -84,7 +89,7 @@ class ThrottleMiddleware:
         self._redis: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting, self._held_since = 0, 0.0
-        self._observed: dict[str, Observed] = {}  # by host, until its OBSERVE_SECONDS are up
+        self._observed = Observations(lambda host, observed: self._call(self._feed(host, observed)))
         self._calls: set[asyncio.Task] = set()  # calls to Redis under way (takes, observations)
         self._takers: dict[tuple[str, str], list[asyncio.Future]] = {}  # requests waiting to ask, by (host, egress)
         self._taking: set[tuple[str, str]] = set()  # (host, egress) whose take is under way
@@ -92,13 +97,10 @@ class ThrottleMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ThrottleMiddleware:
         # A slot outlives no download: one that held its slot longer was lost on a path no hook sees.
-        hold = crawler.settings.getfloat("DOWNLOAD_TIMEOUT") + 60
-        middleware = cls(
-            **throttle_options(crawler.settings),
-            stats=crawler.stats,
-            closing=lambda: crawl_closing(crawler),
-            slot_hold=hold,
-        )
+        hold, options = crawler.settings.getfloat("DOWNLOAD_TIMEOUT") + 60, throttle_options(crawler.settings)
+        robots = RobotsReader.from_crawler(crawler, buckets=options["buckets"])
+        closing = functools.partial(crawl_closing, crawler)
+        middleware = cls(**options, stats=crawler.stats, closing=closing, slot_hold=hold, robots=robots)
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
         # A request that reached the downloader ends there, whatever the middlewares' hooks see afterwards.
         crawler.signals.connect(middleware.request_ended, signal=signals.request_left_downloader)
@@ -111,9 +113,29 @@ class ThrottleMiddleware:
         host = urlparse_cached(request).hostname
         if not host:
             return None
-        waited, decision = await self._acquire(host, egress_of(request, self.egress))
-        if self.slots is not None:
-            self.slots.hold(request, self.buckets.slots_domain(host, decision))  # counted as `granted` already
+        if self.limits.check_due():  # rules changed behind the services' back (services.py)
+            self._call(self.limits.check_rules())
+        await self.limits.apply(await self._client(), request, host)
+        waited, egress = 0.0, egress_of(request, self.egress)
+        while True:
+            # Before the take: a pause noted while its answer was on its way (process_response ran first) still counts.
+            asked = time.monotonic()
+            more, decision = await self._acquire(host, egress)
+            waited += more
+            if self.slots is not None:
+                self.slots.hold(request, self.buckets.slots_domain(host, decision))  # counted as `granted` already
+            if not decision.after:
+                break
+            try:  # its token, taken already, comes in a moment: sent then
+                await self._sleep(decision.after)
+                self._drop_if_closing()
+            except BaseException:  # dropped meanwhile (the crawl stops): its slot goes back
+                self.request_ended(request)
+                raise
+            waited += decision.after
+            if not paused_since(host, asked):
+                break
+            self.request_ended(request)  # its site asked for a pause meanwhile: the token is void, ask again
         self.stats.inc_value("throttle/requests")
         if waited:
             self.stats.inc_value("throttle/delayed")
@@ -125,10 +147,8 @@ class ThrottleMiddleware:
         away, or the database while the rules are reloaded, is waited out for up to `patience` seconds."""
         waited, down_since = 0.0, None
         while True:
-            if waited and self.closing():
-                # Without this a cancelled crawl keeps sending every request that was waiting for a token.
-                self.stats.inc_value("throttle/dropped_closing")
-                raise CrawlClosing("the crawl is stopping")
+            if waited:
+                self._drop_if_closing()
             try:
                 decision = await self._take(host, egress)
                 if decision.status == GRANTED:
@@ -147,13 +167,21 @@ class ThrottleMiddleware:
                 logger.warning("throttle: %s unavailable (%s); asking again in %.1fs", away, exc, self.max_sleep)
                 delay = self.max_sleep
             if delay > 0:
-                self.stats.inc_value("throttle/waits")
-                self._hold(+1)
-                try:
-                    await asyncio.sleep(delay)
-                finally:
-                    self._hold(-1)
+                await self._sleep(delay)
                 waited += delay
+
+    def _drop_if_closing(self) -> None:  # else a cancelled crawl sends every request that waited for a token
+        if self.closing():
+            self.stats.inc_value("throttle/dropped_closing")
+            raise CrawlClosing("the crawl is stopping")
+
+    async def _sleep(self, delay: float) -> None:
+        self.stats.inc_value("throttle/waits")
+        self._hold(+1)
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            self._hold(-1)
 
     async def _take(self, host: str, egress: str) -> Decision:
         """This request's answer from the buckets. Requests for the same buckets that come while a take is under way
@@ -172,7 +200,9 @@ class ThrottleMiddleware:
             while waiters := [waiter for waiter in self._takers.pop(key, []) if not waiter.done()]:
                 try:
                     client, tokens = await self._client(), len(waiters)
-                    take = functools.partial(self.buckets.take_async, client, host=host, egress=egress, tokens=tokens)
+                    take = functools.partial(
+                        self.buckets.take_async, client, host=host, egress=egress, tokens=tokens, reserve=self.max_sleep
+                    )
                     decision = await (take() if self.slots is None else self.slots.take(take))
                 except Exception as exc:  # Redis away, mostly: each request decides (_acquire), none is left hanging
                     for waiter in waiters:
@@ -224,18 +254,7 @@ class ThrottleMiddleware:
     async def process_response(self, request: Request, response: Response) -> Response:
         self.request_ended(request)
         self._observe(request, latency=request.meta.get("download_latency"), error=is_error(response.status))
-        if response.status in PAUSE_STATUSES:
-            seconds = retry_after_seconds(response.headers.get(b"Retry-After"), now=time.time())
-            host = urlparse_cached(request).hostname
-            if seconds and host:
-                seconds = min(seconds, self.max_pause)
-                try:
-                    await self.buckets.pause_async(await self._client(), host=host, seconds=seconds)
-                except redis.RedisError as exc:  # sharing the pause is best effort; the response is the site's
-                    logger.warning("throttle: could not pause %s (redis: %s)", host, exc)
-                    return response
-                self.stats.inc_value("throttle/paused")
-                logger.info("throttle: %s answered %s, pausing it for %.0fs", host, response.status, seconds)
+        await pause_if_asked(self.buckets, self._client, request, response, max_pause=self.max_pause, stats=self.stats)
         return response
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
@@ -245,20 +264,10 @@ class ThrottleMiddleware:
         return None
 
     def _observe(self, request: Request, *, latency: float | None, error: bool) -> None:
-        """Count one outcome for the domain's controller; the host's count goes to Redis OBSERVE_SECONDS later."""
+        """Count one outcome for the domain's controller (sent to Redis a few seconds later: observations.py)."""
         host = urlparse_cached(request).hostname
-        if self.controller is None or not host or request.meta.get("dont_throttle"):
-            return
-        observed = self._observed.get(host)
-        if observed is None:
-            observed = self._observed[host] = Observed()
-            asyncio.get_running_loop().call_later(OBSERVE_SECONDS, self._send_observed, host)
-        observed.add(latency=latency, error=error)
-
-    def _send_observed(self, host: str) -> None:
-        observed = self._observed.pop(host, None)
-        if observed is not None:
-            self._call(self._feed(host, observed))
+        if self.controller is not None and host and not request.meta.get("dont_throttle"):
+            self._observed.add(host, latency=latency, error=error)
 
     def _call(self, coro: Any) -> None:
         """Run a Redis call on the loop without waiting for it here; close() waits for every one under way."""
@@ -267,18 +276,7 @@ class ThrottleMiddleware:
         task.add_done_callback(self._calls.discard)
 
     async def _feed(self, host: str, observed: Observed) -> None:
-        """Feed a host's outcomes to its domain's controller. Redis away: the crawl goes on at the rate it had."""
-        try:
-            state = await self.controller.observe_async(await self._client(), host=host, observed=observed)
-        except redis.RedisError as exc:
-            self.stats.inc_value("throttle/adaptive_errors")
-            logger.warning("throttle: adaptive controller unavailable (%s)", exc)
-            return
-        if state is not None:
-            self.stats.inc_value("throttle/adaptive_decisions")
-            self.stats.min_value("throttle/adaptive_min_factor", round(state.factor, 3))
-            if state.reason:
-                logger.info("throttle: %s at %.0f%% of its rate: %s", host, state.factor * 100, state.reason)
+        await self.controller.feed_async(await self._client(), host=host, observed=observed, stats=self.stats)
 
     async def _client(self) -> Any:
         # One client per event loop: redis.asyncio connections belong to the loop that opened them.
@@ -289,8 +287,7 @@ class ThrottleMiddleware:
         return self._redis
 
     async def close(self) -> None:
-        for host in list(self._observed):  # what the crawl's last responses said, before their interval is up
-            self._send_observed(host)
+        self._observed.flush_all()
         while self._calls:
             await asyncio.gather(*self._calls, return_exceptions=True)
         if self.slots is not None:

@@ -29,6 +29,13 @@ class DomainThrottle(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Requests to it in flight at once, across every shard and worker of the cluster.",
     )
+    obey_crawl_delay = models.BooleanField(
+        default=True,
+        help_text="Honour the site's robots.txt Crawl-delay / Request-rate when it asks for less than this rule.",
+    )
+    max_pages_per_job = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Pages of this domain one job fetches at most (empty: no limit)."
+    )
     note = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

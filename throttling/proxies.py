@@ -64,7 +64,7 @@ class ProxyPool:
 
 def proxies_load(*, group: str) -> list[ProxyEntry]:
     """The enabled proxies of a group ("" is the default pool) from the database. Run in a thread, never the reactor."""
-    from django.db import close_old_connections
+    from django.db import connection
 
     from throttling.models import Proxy
 
@@ -75,7 +75,7 @@ def proxies_load(*, group: str) -> list[ProxyEntry]:
             for row in rows
         ]
     finally:
-        close_old_connections()
+        connection.close()  # a thread of the pool: no connection kept between its rare reads (docs/deploy.md)
 
 
 class ProxyRotationMiddleware:
@@ -194,11 +194,11 @@ def proxy_options(crawler: Crawler) -> dict[str, Any]:
 
 
 def _cool_down(*, url: str, seconds: float) -> None:
-    from django.db import close_old_connections
+    from django.db import connection
 
     from throttling.services import proxy_cool_down
 
     try:
         proxy_cool_down(url=url, seconds=seconds)
     finally:
-        close_old_connections()
+        connection.close()  # a thread of the pool: no connection kept between its rare reads (docs/deploy.md)

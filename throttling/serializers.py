@@ -9,7 +9,7 @@ from rest_framework import serializers
 from project.errors import TrawlError
 from project.web.serializers import StrictSerializer
 from throttling.models import DomainThrottle
-from throttling.services import domain_normalize, throttle_effective
+from throttling.services import domain_normalize, throttle_effective, throttle_robots
 
 
 def host_name(value: str) -> None:
@@ -40,6 +40,16 @@ class ThrottleInputSerializer(StrictSerializer):
         required=False,
         help_text="Requests in flight at once to this domain, counted across every worker (default 8).",
     )
+    obey_crawl_delay = serializers.BooleanField(
+        required=False, help_text="Honour robots.txt Crawl-delay / Request-rate below this rule (default true)."
+    )
+    max_pages_per_job = serializers.IntegerField(
+        min_value=1,
+        max_value=100_000_000,
+        required=False,
+        allow_null=True,
+        help_text="Pages of this domain one job fetches at most (null: no limit).",
+    )
     note = serializers.CharField(allow_blank=True, max_length=2000, required=False)
 
 
@@ -55,6 +65,7 @@ class ThrottleSerializer(serializers.ModelSerializer):
     effective_ip_rate = serializers.SerializerMethodField()
     adaptive_factor = serializers.SerializerMethodField()
     adaptive_reason = serializers.SerializerMethodField()
+    robots_delay = serializers.SerializerMethodField()
 
     class Meta:
         model = DomainThrottle
@@ -68,6 +79,9 @@ class ThrottleSerializer(serializers.ModelSerializer):
             "blocked",
             "adaptive",
             "concurrency",
+            "obey_crawl_delay",
+            "max_pages_per_job",
+            "robots_delay",
             "effective_rate",
             "effective_ip_rate",
             "adaptive_factor",
@@ -94,3 +108,8 @@ class ThrottleSerializer(serializers.ModelSerializer):
 
     def get_adaptive_reason(self, throttle: DomainThrottle) -> str:
         return self._effective(throttle)["adaptive_reason"]
+
+    def get_robots_delay(self, throttle: DomainThrottle) -> float | None:
+        """Seconds between requests the site's robots.txt asks for (Crawl-delay / Request-rate), as last read."""
+        robots = (self.context.get("robots") or {}).get(throttle.domain)
+        return (robots if robots is not None else throttle_robots(throttle))["robots_delay"]

@@ -97,4 +97,6 @@ def registered_domain(host: str) -> str:
 
 
 def _is_ipv4(labels: list[str]) -> bool:
-    return len(labels) == 4 and all(label.isdigit() and len(label) <= 3 and int(label) <= 255 for label in labels)
+    return len(labels) == 4 and all(
+        label.isascii() and label.isdigit() and len(label) <= 3 and int(label) <= 255 for label in labels
+    )

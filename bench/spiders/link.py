@@ -1,6 +1,8 @@
 """Plain Scrapy twin of Trawl's built-in `link` spider, for `scrapy runspider`: the baseline of bench/crawl.py.
 
-Same crawl logic (one item per page, follow links on the start host up to `maxdepth`), no Trawl code.
+Same crawl logic (one item per page, follow links on the start host up to `maxdepth`), no Trawl code. `url` may name
+several sites, comma-separated: one spider then crawls them all at once, each page's links followed on its own host
+(Scrapy's way of crawling many domains: bench/density.py).
 `-a stats_path=FILE` writes Scrapy's final stats there as JSON when the spider closes; `-a render=1` asks
 scrapy-playwright to render every request (`meta={"playwright": True}`: the baseline of bench/render.py).
 """
@@ -23,10 +25,10 @@ class LinkSpider(scrapy.Spider):
         # interpreter start and imports are not counted.
         self.wall_at_init, self.cpu_at_init = time.monotonic(), time.process_time()
         super().__init__(**kwargs)
-        self.start_urls = [url]
+        self.start_urls = url.split(",")
         self.maxdepth = int(maxdepth)
-        self.host = urlsplit(url).hostname
-        self.allowed_domains = [self.host]  # as Trawl's spider sets it, so the offsite middleware does the same work
+        # As Trawl's spider sets it (its start host), so the offsite middleware does the same work.
+        self.allowed_domains = sorted({urlsplit(start).hostname for start in self.start_urls})
         self.stats_path = stats_path
         self.links = LinkExtractor(deny_extensions=IGNORED_EXTENSIONS)
         self.meta = {"playwright": True} if render else {}
@@ -42,9 +44,10 @@ class LinkSpider(scrapy.Spider):
         yield {"url": response.url, "status": response.status, "title": title, "depth": depth}
         if depth >= self.maxdepth or not is_text:
             return
+        own = urlsplit(response.url).hostname
         for link in self.links.extract_links(response):
             host = (urlsplit(link.url).hostname or "").lower()
-            if host == self.host or host.endswith(f".{self.host}"):
+            if host == own or host.endswith(f".{own}"):
                 yield scrapy.Request(link.url, meta={"trawl_depth": depth + 1, **self.meta})
 
     def closed(self, reason: str) -> None:

@@ -9,9 +9,9 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from crawls.admin.parts import JobOpsAdminMixin
+from crawls.admin.parts import JobErrorPagesAdminMixin, JobOpsAdminMixin
 from crawls.admin.views import URL_CHARS, CancelButtonMixin, ReadOnlyAdmin, job_numbers
-from crawls.logs.joblog import job_log_lines
+from crawls.logs.joblog import job_log_lines, log_query
 from crawls.models import Batch, CrawlJob, JobScreenshot, JobStatus
 from crawls.selectors import batch_totals, batches_counted
 from crawls.services import batch_cancel, job_cancel
@@ -34,7 +34,7 @@ STATUS_COLOURS = {
 
 
 @admin.register(CrawlJob)
-class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, ReadOnlyAdmin):
+class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, JobErrorPagesAdminMixin, ReadOnlyAdmin):
     """Jobs, read-only: the list's key columns fit 1280 px; the page lays the numbers out, with Cancel, items, log."""
 
     # The key columns first: whatever the window, they are never behind the list's horizontal scrollbar.
@@ -56,6 +56,8 @@ class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, ReadOnlyAdmin):
         "numbers",
         "duration_s",
         "rendered_screenshots",
+        "kept_error_pages",
+        "recording_and_replays",
         *JobOpsAdminMixin.ops_fields,
     ]
     fieldsets = (
@@ -65,7 +67,7 @@ class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, ReadOnlyAdmin):
             "when",
             {"fields": ("queued_at", "started_at", "finished_at", "duration_s", "heartbeat_at", "cancel_requested_at")},
         ),
-        ("log", {"fields": ("job_log",)}),
+        ("log", {"fields": ("job_log", "kept_error_pages", "recording_and_replays")}),
         ("screenshots", {"fields": ("rendered_screenshots",)}),
         (
             "request",
@@ -94,11 +96,21 @@ class CrawlJobAdmin(CancelButtonMixin, JobOpsAdminMixin, ReadOnlyAdmin):
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view(self.log_view)
-        return [path("<path:object_id>/log/", view, name="crawls_crawljob_log"), *super().get_urls()]
+        page = self.admin_site.admin_view(self.error_page_view)
+        return [
+            path("<path:object_id>/log/", view, name="crawls_crawljob_log"),
+            path("<path:object_id>/error-pages/<int:number>/", page, name="crawls_crawljob_error_page"),
+            *super().get_urls(),
+        ]
 
     def log_view(self, request, object_id: str) -> HttpResponse:
+        """The job's log as text, with the API's `q`, `level`, `tail` and `attempt` (the job page's search box)."""
         job = get_object_or_404(self.get_queryset(request), pk=object_id)
-        return HttpResponse("\n".join(job_log_lines(job=job)) + "\n", content_type="text/plain; charset=utf-8")
+        try:
+            lines = job_log_lines(job=job, **log_query(request.GET))
+        except TrawlError as exc:
+            return HttpResponse(f"{exc.field}: {exc.message}\n", status=400, content_type="text/plain; charset=utf-8")
+        return HttpResponse("".join(f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
 
     def changelist_view(self, request, extra_context=None):
         # The app navigation sidebar takes a fifth of a 1280 px window; the list needs it more.

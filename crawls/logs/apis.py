@@ -18,6 +18,7 @@ LOG_PARAMETERS = [
     OpenApiParameter("tail", OpenApiTypes.INT, description="only the last N records"),
     OpenApiParameter("level", OpenApiTypes.STR, enum=list(LEVELS[:4]), description="this level and above"),
     OpenApiParameter("attempt", OpenApiTypes.INT, description="that attempt's log (default: the job's current one)"),
+    OpenApiParameter("q", OpenApiTypes.STR, description="only the records containing this text (case-insensitive)"),
 ]
 LOG_RESPONSES = {(200, "text/plain"): OpenApiTypes.STR}
 

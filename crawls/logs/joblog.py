@@ -17,11 +17,15 @@ from django.conf import settings
 from crawls.models import CrawlJob, JobLog
 from project.errors import TrawlError
 from project.redis import get_redis
+from project.validators import whole_number
 from runtime.bridge.joblog import CONTINUATION, JobLogLimits, JobLogSink, job_log_keys, job_log_shards_key
 from runtime.bridge.logcapture import JobLogCapture, records_captured
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 MARKER_LOGGER = "trawl.joblog"
+# `?tail=` past any log's length is the whole log; `?attempt=` fits the attempt column (a PositiveSmallIntegerField).
+QUERY_BOUNDS = {"tail": 10_000_000, "attempt": 32_767}
+LOG_QUERY_MAX_CHARS = 200  # `?q=`: a search, not a document
 
 
 def job_log_sink(*, job_id: object, attempt: int, shard: int = 0) -> JobLogSink:
@@ -111,9 +115,12 @@ def job_log_forget(*, jobs: list[tuple[object, int]]) -> None:
     client.delete(*keys)
 
 
-def job_log_lines(*, job: CrawlJob, attempt: int | None = None, level: str = "", tail: int | None = None) -> list[str]:
+def job_log_lines(
+    *, job: CrawlJob, attempt: int | None = None, level: str = "", tail: int | None = None, q: str = ""
+) -> list[str]:
     """The records of one attempt (the job's current one by default), every shard merged by time. A multi-line record
-    is one item (its lines joined by newlines): `tail` and `level` count and filter records, not lines."""
+    is one item (its lines joined by newlines): `tail`, `level` and `q` (the records containing that text, case
+    aside, on any of their lines) count and filter records, not lines; `tail` counts what the filters kept."""
     attempt = attempt or job.attempt
     # Redis before the database: a log moved in between is then found in the database, never in neither.
     shards = {int(shard) for shard in get_redis().smembers(job_log_shards_key(job.pk, attempt))}
@@ -127,6 +134,9 @@ def job_log_lines(*, job: CrawlJob, attempt: int | None = None, level: str = "",
     lines = per_shard[0] if len(per_shard) == 1 else list(heapq.merge(*per_shard))
     if level:
         lines = [line for line in lines if _level_of(line) >= LEVELS.index(level)]
+    if q:
+        wanted = q.casefold()
+        lines = [line for line in lines if wanted in line.casefold()]
     return lines[-tail:] if tail else lines
 
 
@@ -144,17 +154,19 @@ def _level_of(line: str) -> int:
 
 
 def log_query(params: dict) -> dict:
-    """`tail`, `level` and `attempt` from a query string, or TrawlError naming the bad one."""
+    """`tail`, `level`, `attempt` and `q` from a query string, or TrawlError naming the bad one."""
     query: dict = {}
     for name in ("tail", "attempt"):
         value = params.get(name)
         if value in (None, ""):
             continue
-        if not str(value).isdigit() or int(value) < 1:
-            raise TrawlError(f"{name} must be a whole number of at least 1, got {value!r}", field=name)
-        query[name] = int(value)
+        query[name] = whole_number(value, field=name, high=QUERY_BOUNDS[name])
     level = str(params.get("level") or "").upper()
     if level and level not in LEVELS:
         raise TrawlError(f"level must be one of {', '.join(LEVELS[:4])}, got {params.get('level')!r}", field="level")
     query["level"] = level
+    q = str(params.get("q") or "")
+    if len(q) > LOG_QUERY_MAX_CHARS:
+        raise TrawlError(f"q must be at most {LOG_QUERY_MAX_CHARS} characters, got {len(q)}", field="q")
+    query["q"] = q
     return query

@@ -10,6 +10,7 @@ from crawls.serializers.batches import (
 )
 from crawls.serializers.jobs import (
     JobCreateSerializer,
+    JobErrorPageSerializer,
     JobItemSerializer,
     JobOptionsSerializer,
     JobScreenshotSerializer,
@@ -25,6 +26,7 @@ __all__ = [
     "BatchJobSpecSerializer",
     "BatchSerializer",
     "JobCreateSerializer",
+    "JobErrorPageSerializer",
     "JobItemSerializer",
     "JobOptionsSerializer",
     "JobScreenshotSerializer",

@@ -6,14 +6,15 @@ from django.conf import settings
 from django.urls import reverse
 from rest_framework import serializers
 
-from crawls.models import SPIDER_NAME_MAX, CrawlJob, JobScreenshot
+from crawls.models import SPIDER_NAME_MAX, CrawlJob, JobErrorPage, JobScreenshot
 from crawls.selectors import job_screenshot_count
+from crawls.services.validation import input_bounds
 from items.models import ItemSighting
 from project.messaging.brokers import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 from project.web.serializers import StrictSerializer, http_url
 from registry.models import Variant
 from runtime.inputs.args import MAX_VALUE_CHARS, SHAPE, SpiderArgsError, spider_args_check
-from runtime.inputs.checks import config_check
+from runtime.inputs.checks import attrs_check, config_check
 from runtime.inputs.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile
 
 
@@ -28,9 +29,17 @@ def linear_regex(pattern: str) -> None:
 def spider_config(config: dict) -> None:
     """The regexes and selectors of a spider config, checked as the spiders run them: {"allow": {"0": [...]}}."""
     try:
-        config_check(config, prefix="")
+        config_check(config, bounds=input_bounds(), prefix="")
     except PatternError as exc:
         raise serializers.ValidationError(nested_error(exc.field, exc.message)) from None
+
+
+def bounded_attrs(attrs: dict) -> None:
+    """`attrs` within TRAWL_ATTRS_MAX_BYTES: it is copied into every item of the job."""
+    try:
+        attrs_check(attrs, bounds=input_bounds())
+    except PatternError as exc:
+        raise serializers.ValidationError(exc.message) from None
 
 
 def nested_error(field: str, message: str) -> dict:
@@ -90,7 +99,11 @@ class JobOptionsSerializer(StrictSerializer):
     expires = serializers.IntegerField(min_value=0, required=False, help_text="Unix time after which to stop.")
     useragent = serializers.CharField(max_length=512, required=False)
     cookie = serializers.CharField(max_length=4096, required=False)
-    attrs = serializers.DictField(required=False, help_text="Copied into every item.")
+    attrs = serializers.DictField(
+        required=False,
+        validators=[bounded_attrs],
+        help_text=f"Copied into every item (at most {settings.TRAWL_ATTRS_MAX_BYTES} bytes as JSON).",
+    )
     render = serializers.BooleanField(
         required=False, help_text="Render every page in headless Chromium before the spider reads it (or never)."
     )
@@ -110,6 +123,22 @@ class JobOptionsSerializer(StrictSerializer):
         max_value=settings.TRAWL_RENDER_SCREENSHOTS_MAX,
         required=False,
         help_text="With `render`: keep screenshots of this many first pages (GET /api/jobs/{id}/screenshots/).",
+    )
+    record = serializers.BooleanField(
+        required=False,
+        help_text="Keep the job's responses (WARC) to replay a version against them (POST /api/jobs/{id}/replay/).",
+    )
+    max_pages = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.TRAWL_JOB_MAX_PAGES_LIMIT,
+        required=False,
+        help_text="Fetch at most this many pages, then end the job (succeeded, stats `closed_by: max_pages`).",
+    )
+    max_items = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.TRAWL_JOB_MAX_ITEMS_LIMIT,
+        required=False,
+        help_text="Keep at most this many items, then end the job (succeeded, stats `closed_by: max_items`).",
     )
     config = serializers.DictField(
         required=False,
@@ -221,7 +250,7 @@ class JobItemSerializer(serializers.ModelSerializer):
     id = serializers.IntegerField(source="item.id")
     fingerprint = serializers.CharField(source="item.fingerprint")
     url = serializers.CharField(source="item.url")
-    data = serializers.JSONField(source="item.data")
+    data = serializers.JSONField(source="seen_data")  # as this job stored it (items.selectors.sightings_seen)
     first_seen = serializers.DateTimeField(source="item.first_seen")
     last_seen = serializers.DateTimeField(source="item.last_seen")
     changed_at = serializers.DateTimeField(source="item.changed_at")
@@ -240,5 +269,22 @@ class JobScreenshotSerializer(serializers.ModelSerializer):
 
     def get_image_url(self, shot: JobScreenshot) -> str:
         path = reverse("job-screenshot", args=[shot.job_id, shot.pk])
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
+class JobErrorPageSerializer(serializers.ModelSerializer):
+    kept_bytes = serializers.SerializerMethodField()
+    body_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = JobErrorPage
+        fields = ("number", "url", "status", "content_type", "size", "kept_bytes", "error", "kept_at", "body_url")
+
+    def get_kept_bytes(self, page: JobErrorPage) -> int:
+        return min(page.size, settings.TRAWL_ERROR_PAGE_MAX_BYTES)
+
+    def get_body_url(self, page: JobErrorPage) -> str:
+        path = reverse("job-error-page", args=[page.job_id, page.number])
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request else path

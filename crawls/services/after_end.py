@@ -15,10 +15,13 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from access.tenancy import job_tenant_id
 from crawls import hooks
 from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.publish import publish_batch_finalize
 from crawls.webhooks import job_event_emit
+from items.history.notify import job_history_followup
+from project.sentry import sentry_job_failed
 from registry.services import version_rollback_check
 from runtime.frontier import frontier_delete
 
@@ -62,6 +65,11 @@ def webhook(job: CrawlJob) -> None:
         job_event_emit(job=job)
 
 
+def item_history(job: CrawlJob) -> None:
+    """The bound of each item the job changed, and the `item.changed` webhooks: its items are all stored by now."""
+    job_history_followup(job_id=job.pk, source_id=job.source_id, tenant_id=job_tenant_id(requester_id=job.requester_id))
+
+
 def frontier_cleanup(job: CrawlJob) -> None:
     """The job's frontier in Redis (queue, seen-set, in-flight requests) is of no use once it ended."""
     frontier_delete(job_id=job.pk, ttl_seconds=settings.TRAWL_FRONTIER_TTL_SECONDS)
@@ -73,10 +81,25 @@ def batch_end_if_done(batch_id: object) -> None:
         publish_batch_finalize(batch_id=batch_id)
 
 
+def sentry_report(job: CrawlJob) -> None:
+    """A job that ended in an error of its code or of Trawl is one Sentry event (when SENTRY_DSN is set)."""
+    if job.error_class in settings.TRAWL_SENTRY_JOB_ERRORS:
+        version = job.version.version if job.version_id else ""
+        sentry_job_failed(
+            job_id=job.pk,
+            scraper=job.scraper.name,
+            version=version,
+            error_class=job.error_class,
+            message=job.error_message,
+        )
+
+
 JOB_FOLLOWUPS: tuple[Callable[[CrawlJob], None], ...] = (
     rollback_check,
     webhook,
+    item_history,
     frontier_cleanup,
+    sentry_report,
 )  # then the receivers of crawls.hooks.JOB_ENDED: ops' alerts and counters (ops/apps.py)
 
 

@@ -20,7 +20,7 @@ from crawls.services.lifecycle import jobs_create_many
 from crawls.services.validation import JobSpecsInvalid, validate_crawl_url
 from project.errors import TrawlError
 from project.messaging.brokers import PRIORITY_DEFAULT
-from project.net import target_check
+from project.net.bounded import target_check_within
 from project.validators import priority_check
 
 logger = logging.getLogger("trawl.batches")
@@ -55,7 +55,7 @@ def batch_create(
     priority_check(priority)
     if callback_url:
         validate_crawl_url(callback_url, field="callback_url")
-        target_check(callback_url, field="callback_url")
+        target_check_within(callback_url, field="callback_url")
     batch = batch_open(requester=requester, name=name, priority=priority, callback_url=callback_url, total=len(jobs))
     try:
         jobs_create_many(specs=[{"priority": priority, **spec} for spec in jobs], requester=requester, batch=batch)

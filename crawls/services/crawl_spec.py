@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from crawls.models import CrawlJob
 from project.errors import TrawlError
 from registry.models import Package, ScraperVersion
@@ -45,3 +47,17 @@ def spider_path_of(*, job: CrawlJob, version: ScraperVersion) -> str:
 
 def package_spec_of(package: Package) -> PackageSpec:
     return PackageSpec(sha256=package.sha256, path=package.path, filename=package.filename)
+
+
+def spider_kwargs(job: CrawlJob, *, args: dict[str, str]) -> dict[str, Any]:
+    """Every spider gets the job's URL as `url` and `start_urls` (none when the job has no URL: a named spider starts
+    from its own start_urls), `options`, the merged source `config`, and the source's `strategy` ("deep" for a job
+    without a source); then the job's spider arguments, as `scrapy crawl -a` passes them. Trawl's own come last: an
+    argument never replaces one (the checks refuse their names too)."""
+    config = dict(job.source.config) if job.source_id else {}
+    config.update((job.options or {}).get("config") or {})
+    strategy = job.source.strategy if job.source_id else "deep"
+    options = job.options or {}
+    start = {"url": job.url, "start_urls": [job.url]} if job.url else {}
+    trawl = {**start, "options": options, "config": config, "strategy": strategy}
+    return {**args, **trawl}

@@ -17,9 +17,11 @@ from django.utils import timezone
 
 from crawls import hooks
 from crawls.live.cancel import cancel_requested
+from crawls.logs.error_pages import job_error_pages_store
 from crawls.logs.joblog import job_log_capture
 from crawls.models import CrawlJob, ErrorClass, JobStatus
-from crawls.services.crawl_spec import crawl_spec_build, spider_path_of
+from crawls.replays.recordings import job_recording_store
+from crawls.services.crawl_spec import crawl_spec_build, spider_kwargs, spider_path_of
 from crawls.services.ingestion import ItemIngest
 from crawls.services.jobs import job_claim_fair
 from crawls.services.lifecycle import AttemptCause, job_attempt_over, job_end, shard_join
@@ -29,7 +31,9 @@ from crawls.services.screenshots import job_screenshots_store
 from crawls.services.shards import Shard
 from crawls.timeouts import job_timeout
 from crawls.worker.shutdown import crawling
+from crawls.worker.stalls import reactor_watched
 from project.errors import InfrastructureUnavailable, TrawlError
+from project.sentry import sentry_job_tags
 from registry.services import version_route
 from registry.services.packages import packages_unused
 from registry.spiders import SpiderImportError, spider_load
@@ -40,8 +44,11 @@ from runtime.frontier import FrontierLost
 from runtime.packaged.children import PackageUnavailable
 from runtime.packaged.run import package_run
 from runtime.rendering.screenshots import screenshots_drain
+from runtime.replay.record import recording_drain
 from runtime.settings.compose import child_pool, project_layer_for, scrapy_settings_for
 from runtime.spec import CrawlSpec
+from runtime.watch.budget import closed_by
+from runtime.watch.error_pages import error_pages_drain
 
 logger = logging.getLogger("trawl.jobs")
 # Trawl's own database or Redis being unreachable or restarting: requeue the job, never blame the site.
@@ -95,6 +102,7 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     spec = crawl_spec_build(job=job, version=version)
     scrapy_settings = _crawl_settings(job, version, spec=spec, frontier=frontier)
     _log_start(job, version, worker=worker, shard=shard)
+    sentry_job_tags(job_id=job.pk, scraper=job.scraper.name, version=version.version)
     ingest = ItemIngest(job, shard=frontier)
     run = (
         partial(run_spider, spider_cls=spider_cls)
@@ -103,14 +111,16 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
             package_run, spec=spec, unused=packages_unused, pool=child_pool(), project=project_layer_for(spec=spec)
         )
     )
+    tick = CrawlTick(job, ingest=ingest, shard=frontier)
     try:
-        crawl, session = run(
-            settings=scrapy_settings,
-            spider_kwargs=_spider_kwargs(job, args=spec.args),
-            timeout=_time_left(job, version),
-            on_tick=CrawlTick(job, ingest=ingest, shard=frontier),
-            tick_seconds=TICK_SECONDS,
-        )
+        with reactor_watched(job=job, tick=tick, shard=frontier):  # a stalled reactor hands it back (worker/stalls)
+            crawl, session = run(
+                settings=scrapy_settings,
+                spider_kwargs=spider_kwargs(job, args=spec.args),
+                timeout=_time_left(job, version),
+                on_tick=tick,
+                tick_seconds=TICK_SECONDS,
+            )
     except PackageUnavailable as exc:
         return _ended(job, ErrorClass.PACKAGE, exc.message)
     if frontier is not None:
@@ -121,7 +131,9 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
         )
     ingest.flush(session)
     job_screenshots_store(job=job, taken=screenshots_drain(session.crawler) + session.screenshots)
-    stats = {**job_stats(crawl.stats), **ingest.item_counts()}
+    job_error_pages_store(job=job, kept=error_pages_drain(session.crawler) + session.error_pages)
+    job_recording_store(job=job, recording=recording_drain(session.crawler) or session.recording, shard=shard)
+    stats = {**job_stats(crawl.stats), **ingest.item_counts(), **_closed_by(crawl.finish_reason)}
     if frontier is not None:
         if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier
             return {"status": JobStatus.QUEUED, "url": job.url, "job_id": str(job.pk), "requeued": True, "shard": shard}
@@ -198,6 +210,12 @@ def _outcome(
     return _ended(job, verdict.error_class, verdict.message, stats=stats, alerts=verdict.alerts)
 
 
+def _closed_by(finish_reason: str) -> dict[str, str]:
+    """`closed_by: max_pages` (or `max_items`) in the stats of a job its budget ended (runtime.watch.budget)."""
+    option = closed_by(finish_reason)
+    return {"closed_by": option} if option else {}
+
+
 def _ended(job: CrawlJob, error_class: str, message: str, **outcome: Any) -> dict[str, Any]:
     return _result(job_end(job=job, error_class=error_class, message=message, **outcome) or job)
 
@@ -232,20 +250,6 @@ def _left_for_others(job: CrawlJob, crawl: Any) -> bool:
     if crawl.stopped_because or crawl.crawl_error or crawl.finish_reason != "finished":
         return False
     return (crawl.stats.get("frontier/leave") or ("last" if job.parallelism == 1 else "done")) == "done"
-
-
-def _spider_kwargs(job: CrawlJob, *, args: dict[str, str]) -> dict[str, Any]:
-    """Every spider gets the job's URL as `url` and `start_urls` (none when the job has no URL: a named spider starts
-    from its own start_urls), `options`, the merged source `config`, and the source's `strategy` ("deep" for a job
-    without a source); then the job's spider arguments, as `scrapy crawl -a` passes them. Trawl's own come last: an
-    argument never replaces one (the checks refuse their names too)."""
-    config = dict(job.source.config) if job.source_id else {}
-    config.update((job.options or {}).get("config") or {})
-    strategy = job.source.strategy if job.source_id else "deep"
-    options = job.options or {}
-    start = {"url": job.url, "start_urls": [job.url]} if job.url else {}
-    trawl = {**start, "options": options, "config": config, "strategy": strategy}
-    return {**args, **trawl}
 
 
 def _result(job: CrawlJob) -> dict[str, Any]:

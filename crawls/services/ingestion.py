@@ -25,6 +25,10 @@ from runtime.bridge.runner import CrawlSession, live_stats
 from runtime.frontier.bounded import RecentSet
 from runtime.spiders.discovery import is_discovered
 
+# How often a running crawl stores its items: a transaction for every item of a crawl that yields one every half
+# second is most of what a throttled crawl costs. A chunk's worth, or a crawl waiting for them, is stored at once;
+# until then they wait in the process (and, with a frontier, in the shard's write-ahead log in Redis).
+STORE_SECONDS = 2.0
 SCRAPY_STATS_SECONDS = 0.5  # how often a frontier crawl reads Scrapy's stats to record with its stored items
 # Item fingerprints a crawl remembers having counted. One forgotten and met again is upserted again (unchanged) and
 # counted twice; never the other way round: an item is not dropped as seen when it was not.
@@ -51,7 +55,16 @@ class ItemIngest:
         self.pending: list[dict[str, Any]] = []  # drained but not written yet (the database refused them)
         self.pending_drained = 0  # how many drained items `pending` stands for (the frontier's write-ahead count)
         self.last_scrapy_read = 0.0
+        self.last_store = time.monotonic()
         self.scrapy_progress: dict[str, Any] = {}
+
+    def store_due(self, session: CrawlSession) -> bool:
+        """Whether this tick stores the queued items: every STORE_SECONDS, or now for a chunk or a waiting crawl."""
+        return (
+            session.store_now
+            or session.items.qsize() >= settings.TRAWL_ITEM_CHUNK
+            or time.monotonic() - self.last_store >= STORE_SECONDS
+        )
 
     def flush(self, session: CrawlSession, *, budget: float | None = None) -> None:
         """Upsert queued items chunk by chunk until none are left, or (during a crawl) until `budget` seconds passed.
@@ -59,7 +72,8 @@ class ItemIngest:
         Draining everything each tick keeps a fast crawl from leaving a backlog to write after it ends. Raises when
         the database refuses a chunk: it is kept, and written by the next call.
         """
-        deadline = None if budget is None else time.monotonic() + budget
+        self.last_store = time.monotonic()
+        deadline = None if budget is None else self.last_store + budget
         while True:
             if not self.pending_drained:
                 batch = session.drain(settings.TRAWL_ITEM_CHUNK)
@@ -92,7 +106,10 @@ class ItemIngest:
             self.counts.update(self._upsert(fresh))
 
     def _upsert(self, items: list[dict[str, Any]]) -> Counter:
-        return items_upsert(job_id=self.job.pk, scraper_id=self.job.scraper_id, tenant_id=self.tenant_id, items=items)
+        job = self.job
+        return items_upsert(
+            job_id=job.pk, scraper_id=job.scraper_id, tenant_id=self.tenant_id, items=items, source_id=job.source_id
+        )
 
     def _adopt_orphans(self) -> None:
         """Store the items a dead shard (or an earlier attempt) scraped and wrote ahead but never stored."""

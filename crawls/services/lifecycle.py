@@ -26,7 +26,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from access.models import Requester
-from crawls.fairshare import jobs_admit
+from crawls.fairshare import declared_shards, jobs_admit, jobs_admit_early
 from crawls.models import Batch, CrawlJob, ErrorClass, JobStatus
 from crawls.publish import publish_crawl, publish_crawls
 from crawls.services.after_end import jobs_followups, source_feedback
@@ -63,6 +63,8 @@ def jobs_create_many(
 
     An invalid spec raises JobSpecsInvalid naming each one, and nothing is created; with `skip_invalid` (a dispatch
     pass: one bad source must not hold back the others) the invalid ones are logged and left out."""
+    # The cap first: a submission over it is refused before its specs are checked and their names resolved.
+    jobs_admit_early(requester=requester, shards=sum(declared_shards(spec) for spec in specs), jobs=len(specs))
     scrapers, errors = SpecChecker(requester=requester).check_all(specs)
     if errors and not skip_invalid:
         raise JobSpecsInvalid(errors)
@@ -133,6 +135,10 @@ class AttemptCause(StrEnum):
     WARM_SHUTDOWN = "warm_shutdown"  # its worker got SIGTERM (a rolling update) and handed the crawl back
     INFRASTRUCTURE = "infrastructure"  # Trawl's own Redis or database failed under it, not the site nor the worker
     FRONTIER_LOST = "frontier_lost"  # Redis lost the job's frontier: the next attempt starts again on a fresh one
+    # Its crawl held the process's reactor past TRAWL_REACTOR_STALL_SECONDS (runtime.bridge.watchdog): the process
+    # was replaced. Spider code or requester input that does it again must not run forever.
+    REACTOR_STALLED = "reactor_stalled"
+    PROCESS_RECYCLED = "process_recycled"  # another crawl of its process stalled the reactor: not this job's doing
 
 
 @dataclass(frozen=True)
@@ -145,17 +151,23 @@ class AttemptVerdict:
     error_class: str = ""
 
 
-# Which causes spend an attempt, and which end the job once it has had `max_attempts`. Only a lost worker does both:
-# Trawl's own faults are never the job's (they give it one more attempt), and a warm shutdown is the operator's, so
-# it spends an attempt but never ends a job: a rolling update must not kill crawls, and a job handed back past its
-# last attempt ends `dead` only if a later attempt loses its worker too.
+# Which causes spend an attempt, and which end the job once it has had `max_attempts`. A lost worker and a stalled
+# reactor do both (the job that stalls every process it runs in ends `failed` / `reactor_stalled`): Trawl's own
+# faults and a bystander of another crawl's stall are never the job's (they give it one more attempt), and a warm
+# shutdown is the operator's, so it spends an attempt but never ends a job: a rolling update must not kill crawls,
+# and a job handed back past its last attempt ends `dead` only if a later attempt loses its worker too.
 SPENDS_ATTEMPT = {
     AttemptCause.WORKER_LOST: True,
     AttemptCause.WARM_SHUTDOWN: True,
     AttemptCause.INFRASTRUCTURE: False,
     AttemptCause.FRONTIER_LOST: False,
+    AttemptCause.REACTOR_STALLED: True,
+    AttemptCause.PROCESS_RECYCLED: False,
 }
-ENDS_AFTER_LAST_ATTEMPT = {AttemptCause.WORKER_LOST: ErrorClass.WORKER_LOST}
+ENDS_AFTER_LAST_ATTEMPT = {
+    AttemptCause.WORKER_LOST: ErrorClass.WORKER_LOST,
+    AttemptCause.REACTOR_STALLED: ErrorClass.REACTOR_STALLED,
+}
 
 
 def attempt_verdict(*, cause: AttemptCause, attempt: int, max_attempts: int) -> AttemptVerdict:

@@ -7,8 +7,8 @@ heartbeats (with the progress) every TRAWL_HEARTBEAT_SECONDS while this attempt 
 
 A tick can be slow — a long upsert on a busy database, the final flush of thousands of items, source discovery
 writing tens of thousands of rows, `job_end` itself — and the reaper would call such a live job stale and run it a
-second time. So a thread of its own (heartbeat_kept) also keeps the heartbeat from the claim until the outcome is
-written: it writes only `heartbeat_at`, on its own database connection, and stops once the job has left `running`.
+second time. So a thread of its own (heartbeat_kept) also beats from the claim until the outcome is written, in Redis
+(crawls.live.beats): the reaper calls a job stale only when the row's heartbeat and this beat are both old.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
+from crawls.live.beats import beat_write
 from crawls.live.cancel import cancel_requested
 from crawls.live.progress import PROGRESS_SECONDS, progress_store
 from crawls.models import CrawlJob, JobStatus
@@ -62,10 +63,13 @@ class CrawlTick:
         self.heartbeat_every = settings.TRAWL_HEARTBEAT_SECONDS
         self.last_beat = self.last_progress = time.monotonic()
         self.db_down_since: float | None = None
+        self.session: CrawlSession | None = None  # the crawl's, from its first tick (the reactor watchdog's suspect)
 
     def __call__(self, session: CrawlSession) -> str:
+        self.session = session
         try:
-            self.ingest.flush(session, budget=FLUSH_BUDGET_SECONDS)
+            if self.ingest.store_due(session):
+                self.ingest.flush(session, budget=FLUSH_BUDGET_SECONDS)
             reason = self._beat(session)
         except FrontierLost:
             return "infrastructure"  # Redis lost the job's frontier: stop; the job is requeued to start again
@@ -127,25 +131,21 @@ def heartbeat_write(*, job_id: object, attempt: int, stats: dict[str, Any] | Non
 
 
 class HeartbeatThread(threading.Thread):
+    """Beats in Redis every `every` seconds until `done` (crawls.live.beats): no database connection of its own."""
+
     def __init__(self, *, job_id: object, attempt: int, every: float) -> None:
         super().__init__(name=f"heartbeat-{job_id}", daemon=True)
         self.job_id, self.attempt, self.every = job_id, attempt, every
         self.done = threading.Event()
 
     def run(self) -> None:
-        try:
-            while not self.done.wait(self.every):
-                try:
-                    if not heartbeat_write(job_id=self.job_id, attempt=self.attempt):
-                        return  # ended, cancelled or taken over: nothing left to keep alive
-                except DatabaseError as exc:  # a locked or restarting database: beat again next time
-                    logger.warning("job %s: heartbeat not written (%s); trying again", self.job_id, exc)
-                    # On a new connection: Django never reopens a broken one outside a request, so after a database
-                    # restart every later beat would fail with "the connection is closed".
-                    with suppress(DatabaseError):
-                        connection.close()
-        finally:
-            connection.close()  # this thread's own connection
+        while True:
+            try:
+                beat_write(job_id=self.job_id, attempt=self.attempt)
+            except redis.RedisError as exc:  # Redis away for a moment: the job row's heartbeat still counts
+                logger.warning("job %s: liveness beat not written (%s); trying again", self.job_id, exc)
+            if self.done.wait(self.every):
+                return
 
 
 @contextmanager

@@ -31,6 +31,10 @@ def version_package_build(*, version_id: int) -> str:
     except PackageUnavailable as exc:
         version_package_record(version_id=version_id, status=PackageStatus.FAILED, log=f"{exc.message}\n\n{exc.log}")
         return PackageStatus.FAILED
+    except Exception as exc:  # SoftTimeLimitExceeded too: a build that ends, however, never leaves it `building`
+        reason = f"the build on this worker raised {exc!r}"
+        version_package_record(version_id=version_id, status=PackageStatus.FAILED, log=reason)
+        raise
     log = env_of(version.package.sha256).build_log()
     if problem:
         version_package_record(version_id=version_id, status=PackageStatus.FAILED, log=f"spider: {problem}\n\n{log}")

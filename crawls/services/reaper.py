@@ -1,7 +1,8 @@
 """The job reaper: the database is the truth, the broker only transport, so no job stays `running` or `queued`
 forever because a worker died or a broker message was lost.
 
-- A running job whose heartbeat is older than TRAWL_REAPER_STALE_SECONDS lost its worker (SIGKILL, OOM, node gone).
+- A running job whose heartbeat is older than TRAWL_REAPER_STALE_SECONDS, and whose attempt's liveness beat in Redis
+  (crawls.live.beats) is gone too, lost its worker (SIGKILL, OOM, node gone).
   It goes back to `queued` with attempt + 1 and is published again; the old message, if the broker redelivers it,
   carries the old attempt and cannot claim. After its last attempt it ends `dead` with `worker_lost` instead, as
   crawls.services.lifecycle.attempt_verdict decides for a lost worker.
@@ -23,6 +24,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from crawls.live.beats import beats_alive
 from crawls.models import BatchStatus, CrawlJob, JobStatus
 from crawls.publish import publish_crawl
 from crawls.services.lifecycle import AttemptCause, job_attempt_over
@@ -62,8 +64,11 @@ def _reap_stale(*, now) -> tuple[int, int]:
     cutoff = now - timedelta(seconds=stale_for)
     stale_q = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
     stale = CrawlJob.objects.filter(stale_q, status=JobStatus.RUNNING).only("id", "attempt", "max_attempts")
+    candidates = list(stale[: settings.TRAWL_REAPER_MAX_PER_PASS])
+    # A slow tick leaves the row's heartbeat old while the attempt's own thread still beats in Redis: alive.
+    beating = beats_alive([(job.pk, job.attempt) for job in candidates])
     requeued = dead = 0
-    for job in stale[: settings.TRAWL_REAPER_MAX_PER_PASS]:
+    for job in (job for job in candidates if str(job.pk) not in beating):
         after = job_attempt_over(
             job=job,
             cause=AttemptCause.WORKER_LOST,

@@ -64,6 +64,9 @@ class Shard:
         """The crawl's frontier settings, once the frontier is open: shard 0 may create it, the others only join it
         (FrontierLost if it is gone). Before the other shards are published, so they find it."""
         epoch = self.frontier.open(create=self.index == 0)
+        # This shard's numbers recorded from its start (empty): the last shard to leave waits for the final numbers
+        # of every shard it finds recorded (others_final), and this one may end before its first tick records any.
+        self.frontier.stored(0, progress={})
         return frontier_settings(job_id=str(self.job.pk), attempt=self.job.attempt, shard=self.index, epoch=epoch)
 
     def check_intact(self, crawl_stats: dict[str, Any]) -> None:
@@ -111,6 +114,12 @@ class Shard:
                 logger.warning("job %s: shard(s) %s recorded no final stats", self.job.pk, ", ".join(waiting))
                 return False
             time.sleep(FINAL_POLL_SECONDS)
+
+    def stall_counted(self, counted: str) -> dict[str, Any]:
+        """`counted` (`reactor_stalls`, `process_recycled`) + 1 in this attempt's numbers, which every later total
+        sums; the job's stats with it."""
+        snapshot = self.frontier.progress().get(self.frontier.member, {})
+        return self.total({**snapshot, counted: snapshot.get(counted, 0) + 1})
 
     def requeue_now(self) -> bool:
         """Warm shutdown: hand this shard's requests back and give the job a new attempt for another worker."""

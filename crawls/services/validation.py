@@ -14,11 +14,12 @@ from access.models import Requester
 from crawls.models import SPIDER_NAME_MAX
 from project.errors import TrawlError
 from project.messaging.brokers import PRIORITY_DEFAULT
-from project.net import target_check
+from project.net import guard_enabled
+from project.net.bounded import host_of, resolve_within, target_check_within
 from project.validators import priority_check
 from registry.models import Scraper, ScraperVersion, Variant
 from runtime.inputs.args import SpiderArgsError, spider_args_check
-from runtime.inputs.checks import options_check
+from runtime.inputs.checks import InputBounds, options_check
 from runtime.inputs.patterns import PatternError
 from throttling.services import throttle_check_url
 
@@ -54,11 +55,17 @@ def validate_crawl_url(url: str, *, field: str = "url") -> str:
     return url
 
 
+def input_bounds() -> InputBounds:
+    """The project's bounds on what a job or source may ask for (runtime/inputs/checks.py)."""
+    return InputBounds(attrs_bytes=settings.TRAWL_ATTRS_MAX_BYTES, sitemap_urls=settings.TRAWL_SITEMAP_MAX_URLS)
+
+
 def job_options_validate(options: Any) -> None:
     """A job's options as its spider will run them: regexes on RE2 (linear time), selectors without extension
-    functions (runtime/inputs/checks.py, which the spiders use too). Raises TrawlError naming `options` and the key."""
+    functions (runtime/inputs/checks.py, which the spiders use too), `attrs` and `max_urls` within their bounds.
+    Raises TrawlError naming `options` and the key."""
     try:
-        options_check(options)
+        options_check(options, bounds=input_bounds())
     except PatternError as exc:
         raise TrawlError(str(exc), field="options") from None
 
@@ -80,9 +87,12 @@ class SpecChecker:
         self.scrapers: dict[str, Scraper | None] = {}
         self.active: dict[tuple[int, str, str], bool] = {}
         self.spiders: dict[tuple[int, str, str], list[dict[str, str]]] = {}
+        self.resolved: dict = {}  # host → its checked resolution (project.net.bounded), asked once for all specs
 
     def check_all(self, specs: list[dict[str, Any]]) -> tuple[list[Scraper | None], dict[int, TrawlError]]:
-        """The scraper of each spec (None where invalid) and the error of each invalid one, by index."""
+        """The scraper of each spec (None where invalid) and the error of each invalid one, by index. The guard's
+        hosts are resolved first, all at once and within TRAWL_SUBMIT_RESOLVE_SECONDS, not one spec after another."""
+        self.resolved.update(resolve_within(self._guarded_hosts(specs)))
         scrapers: list[Scraper | None] = []
         errors: dict[int, TrawlError] = {}
         for index, spec in enumerate(specs):
@@ -109,13 +119,14 @@ class SpecChecker:
             self._url_check(url, scheduled=spec.get("source") is not None)
         if callback_url := spec.get("callback_url") or "":
             validate_crawl_url(callback_url, field="callback_url")
-            target_check(callback_url, field="callback_url")
+            target_check_within(callback_url, field="callback_url", resolved=self.resolved)
         priority_check(spec.get("priority", PRIORITY_DEFAULT))
         parallelism, limit = spec.get("parallelism", 1), settings.TRAWL_MAX_PARALLELISM
         if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= limit:
             message = f"parallelism must be an integer between 1 and {limit}, got {parallelism!r}"
             raise TrawlError(message, field="parallelism")
         job_options_validate(spec.get("options"))
+        self._proxy_group_check(spec.get("options"))
         job_args_validate(spec.get("args"))
         scraper = self._registry_check(spec.get("scraper") or "", spec.get("version") or "", spec.get("variant") or "")
         if spider:
@@ -124,12 +135,37 @@ class SpecChecker:
 
     def _url_check(self, url: str, *, scheduled: bool) -> None:
         validate_crawl_url(url)
-        if self.requester is not None and not self.requester.is_admin:
-            target_check(url, field="url")
+        if self._url_guarded():
+            target_check_within(url, field="url", resolved=self.resolved)
         # A scheduled source of a blocked domain must not abort the dispatch of every other source: its crawl fails
         # fast instead (the throttle drops its requests).
         if not scheduled:
             throttle_check_url(url=url)
+
+    def _url_guarded(self) -> bool:
+        return self.requester is not None and not self.requester.is_admin
+
+    def _guarded_hosts(self, specs: list[dict[str, Any]]) -> list[str]:
+        """The hosts the guard will judge (crawl URLs of non-admin requesters, every callback), when it is on."""
+        if not guard_enabled():
+            return []
+        urls = [spec.get("callback_url") for spec in specs if isinstance(spec, dict)]
+        if self._url_guarded():
+            urls += [spec.get("url") for spec in specs if isinstance(spec, dict)]
+        return [host_of(url) for url in urls if isinstance(url, str) and url]
+
+    def _proxy_group_check(self, options: Any) -> None:
+        """A requester's job may name (`options.config.proxy_group`) only a proxy group an admin made public
+        (TRAWL_PROXY_GROUPS_PUBLIC): another team's paid or dedicated proxies, with their credentials and egress
+        addresses, are not every requester's to use. Admins and scheduled work name any."""
+        if self.requester is None or self.requester.is_admin:
+            return
+        group = ((options or {}).get("config") or {}).get("proxy_group")
+        if group in (None, "") or group in settings.TRAWL_PROXY_GROUPS_PUBLIC:
+            return
+        public = ", ".join(repr(name) for name in settings.TRAWL_PROXY_GROUPS_PUBLIC) or "none"
+        message = f"config.proxy_group: {group!r} is not a proxy group requesters may choose (public groups: {public})"
+        raise TrawlError(message, field="options")
 
     def _spider_check(self, scraper: Scraper, spider: str, *, version: str, variant: str) -> None:
         """Refused now when every version the job may route to has its spiders known (a built package) and none is

@@ -27,10 +27,17 @@ def quiet_chord_failures(**_kwargs) -> None:
 
 
 def start_reactor(**_kwargs) -> None:
-    # The reactor must be installed in the pool process itself, never in the parent that forks it.
+    # The reactor must be installed in the pool process itself, never in the parent that forks it. Its watchdog
+    # replaces the pool process if the reactor stops answering while it crawls (crawls/worker/stalls.py).
+    from crawls.worker.shutdown import hand_back_on_sigterm
+    from crawls.worker.stalls import watchdog_start
+    from project.pools.hosted import hosting
     from runtime.bridge.reactor import ensure_reactor
 
     ensure_reactor()
+    watchdog_start()
+    if hosting():  # several crawls on task threads (project.pools.crawlhost): SIGTERM hands every one back
+        hand_back_on_sigterm()
 
 
 def close_browser(**_kwargs) -> None:

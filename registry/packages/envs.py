@@ -10,6 +10,7 @@ environment being built or used is never removed. Builds are serialized by `<sha
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -26,7 +27,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.storage import storages
 
+from registry.errors import RegistryError
 from registry.models import Package
+from registry.packages import pip_guard
+from registry.packages.wheels import wheel_inspect
 
 logger = logging.getLogger("trawl.packages")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -35,6 +39,11 @@ WHEELS_ONLY = (
     "Dependencies are installed from wheels only (pip --only-binary :all:): one published only as a source "
     "distribution (sdist) is not installed, since building it runs its code on the worker. Build a wheel of it and "
     "put it in a TRAWL_PACKAGE_FIND_LINKS directory"
+)
+MISSING_WHEEL = (
+    "Wheels uploaded before they were stored in the database stay in the directory they were written to "
+    "(TRAWL_PACKAGE_DIR, var/packages/) until `manage.py trawl_packages_import` copies them over; else upload the "
+    "wheel again as a new version"
 )
 BUILD_ENV = (
     "PATH",
@@ -140,15 +149,44 @@ def env_build(*, env: PackageEnv, package: Package) -> None:
     (env.site_packages / "_trawl.pth").write_text("".join(f"{path}\n" for path in trawl_paths))
     wheel = env.root / "wheel" / package.filename
     wheel.parent.mkdir()
-    with storages[settings.TRAWL_PACKAGE_STORAGE].open(package.path, "rb") as stored, open(wheel, "wb") as copy:
-        shutil.copyfileobj(stored, copy)
+    wheel_fetch(package=package, destination=wheel)
+    try:  # checked at upload too; again here for a wheel stored before that check (a direct URL requirement)
+        wheel_inspect(data=wheel.read_bytes(), filename=package.filename)
+    except RegistryError as exc:
+        raise EnvBuildError(f"the wheel is refused: {' '.join(exc.errors.get('package', []))}") from None
     log = _run(_pip_install(env, wheel), what="pip install")
     env.marker.write_text(json.dumps({"log": log, "seconds": round(time.monotonic() - started, 2)}))
     logger.info("package %s built in %.1fs at %s", package, time.monotonic() - started, env.root)
 
 
+def wheel_fetch(*, package: Package, destination: Path) -> None:
+    """Copy the package's wheel from the package storage (the database or a bucket every host reaches) to this
+    machine, checking it is the wheel that was uploaded (its SHA-256). Raises EnvBuildError saying why it cannot."""
+    from botocore.exceptions import BotoCoreError, ClientError  # django-storages' S3 backend raises these
+
+    storage = storages[settings.TRAWL_PACKAGE_STORAGE]
+    where = f"the package storage {settings.TRAWL_PACKAGE_STORAGE!r} ({type(storage).__name__})"
+    digest = hashlib.sha256()
+    try:
+        with storage.open(package.path, "rb") as stored, open(destination, "wb") as copy:
+            for chunk in stored.chunks():
+                digest.update(chunk)
+                copy.write(chunk)
+    except FileNotFoundError:
+        raise EnvBuildError(f"its wheel {package.path} is not in {where}. {MISSING_WHEEL}") from None
+    except (OSError, BotoCoreError, ClientError) as exc:
+        raise EnvBuildError(f"its wheel {package.path} could not be copied from {where}: {exc}") from None
+    if digest.hexdigest() != package.sha256:
+        raise EnvBuildError(
+            f"its wheel {package.path} in {where} has SHA-256 {digest.hexdigest()}, not the uploaded wheel's "
+            f"{package.sha256}: refused"
+        )
+
+
 def _pip_install(env: PackageEnv, wheel: Path) -> list[str]:
-    command = [sys.executable, "-m", "pip", "--python", str(env.python), "install"]
+    # pip as the environment's Python runs it (Trawl's pip, through _trawl.pth), refusing direct URL requirements at
+    # any depth (registry.packages.pip_guard): those are built from source whatever --only-binary says.
+    command = [str(env.python), "-c", Path(pip_guard.__file__).read_text(), "install"]
     command += ["--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
     # Wheels only, for the package's dependencies too: installing a source distribution runs its setup.py (any code
     # its author wrote) on this crawl worker, with the worker's access.

@@ -2,6 +2,13 @@
 
 Pure apart from reading the file it is given. Every refusal is a RegistryError naming `package` (or `spider` when
 the wheel is fine but the spider's module is not in it), so the API answers 400 and nothing is written.
+
+It runs in a web process, on an archive an admin uploaded but someone else built: the zip is opened only when its
+central directory lists at most MAX_MEMBERS members that unpack to at most MAX_UNPACKED_BYTES, none compressed more
+than MAX_RATIO to one (a zip bomb is refused before a byte of it is inflated). A Requires-Dist with a direct URL
+(`name @ file:///...` or `@ https://.../x.tar.gz`) is refused: pip fetches and builds such a requirement from source,
+running its code on the worker, whatever `--only-binary :all:` says (registry.packages.envs refuses it again, at any
+depth of the dependencies, when it builds).
 """
 
 from __future__ import annotations
@@ -11,8 +18,11 @@ import hashlib
 import io
 import re
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from registry.errors import RegistryError
 
@@ -21,6 +31,20 @@ WHEEL_NAME = re.compile(
     r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._]*[A-Za-z0-9])?)-(?P<version>[^-]+)"
     r"(?:-(?P<build>\d[^-]*))?-(?P<tags>[^-]+-[^-]+-[^-]+)\.whl$"
 )
+
+MAX_MEMBERS = 10_000
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_RATIO = 200  # a member larger than RATIO_FLOOR unpacks to at most this many times its compressed size
+RATIO_FLOOR = 1024 * 1024
+DIRECT_URL_HELP = (
+    "a direct URL reference, which pip fetches and builds from source on the worker (running its code) whatever "
+    "--only-binary says. Require it by name and version, and put its wheel in a TRAWL_PACKAGE_FIND_LINKS directory "
+    "or the package index"
+)
+
+
+class ZipRefused(ValueError):
+    """An archive past the bounds (zip_open_bounded)."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +80,10 @@ def wheel_inspect(*, data: bytes, filename: str) -> WheelInfo:
     if match is None:
         raise refuse(f"{filename!r} is not a wheel file name (name-version-python-abi-platform.whl)")
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
+        archive = zip_open_bounded(data, what=repr(filename))
         broken = archive.testzip()
+    except ZipRefused as exc:
+        raise refuse(f"{exc}: refused, unread") from None
     except (zipfile.BadZipFile, EOFError, ValueError) as exc:
         raise refuse(f"{filename!r} is not a wheel: not a readable zip archive ({exc})") from None
     if broken is not None:
@@ -70,15 +96,53 @@ def wheel_inspect(*, data: bytes, filename: str) -> WheelInfo:
         raise refuse(f"{filename!r} does not match its METADATA (Name {name!r}, Version {version!r})")
     if not str(wheel.get("Wheel-Version", "")).startswith("1."):
         raise refuse(f"{filename!r} has Wheel-Version {wheel.get('Wheel-Version')!r}; pip installs 1.x")
+    requires = list(metadata.get_all("Requires-Dist") or [])
+    if problem := requirements_problem(requires):
+        raise refuse(f"{filename!r}: {problem}")
     return WheelInfo(
         sha256=hashlib.sha256(data).hexdigest(),
         filename=filename,
         name=name,
         version=version,
         size=len(data),
-        requires=list(metadata.get_all("Requires-Dist") or []),
+        requires=requires,
         modules=modules,
     )
+
+
+def requirements_problem(requires: Iterable[str]) -> str:
+    """Why these Requires-Dist cannot be installed from wheels only ("" when they can): one that is not a
+    requirement, or a direct URL reference."""
+    for text in requires:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement as exc:
+            return f"Requires-Dist {text!r} is not a requirement pip reads ({exc})"
+        if requirement.url:
+            return f"Requires-Dist {text!r} is {DIRECT_URL_HELP}"
+    return ""
+
+
+def zip_open_bounded(data: bytes, *, what: str) -> zipfile.ZipFile:
+    """`data` as a zip archive, refused (ValueError) before anything is inflated or listed when it holds more than
+    MAX_MEMBERS members, unpacks to more than MAX_UNPACKED_BYTES, or has a member compressed past MAX_RATIO
+    (ZipRefused); BadZipFile when it is no zip."""
+    handle = io.BytesIO(data)
+    end = zipfile._EndRecData(handle)  # the end record alone: its count, before the whole directory is parsed
+    if end is None:
+        raise zipfile.BadZipFile("no end of central directory")
+    if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS:
+        raise ZipRefused(f"{what} has over {MAX_MEMBERS} members")
+    archive = zipfile.ZipFile(handle)
+    members = archive.infolist()
+    if len(members) > MAX_MEMBERS or sum(m.file_size for m in members) > MAX_UNPACKED_BYTES:
+        archive.close()
+        raise ZipRefused(f"{what} unpacks to over {MAX_UNPACKED_BYTES} bytes (or over {MAX_MEMBERS} members)")
+    for member in members:
+        if member.file_size > RATIO_FLOOR and member.file_size > MAX_RATIO * max(1, member.compress_size):
+            archive.close()
+            raise ZipRefused(f"{what}: {member.filename[:100]!r} is compressed over {MAX_RATIO} to one (a zip bomb?)")
+    return archive
 
 
 def spider_problem(*, info: WheelInfo, spider: str) -> str | None:

@@ -51,12 +51,14 @@ def route_pick(
             if candidate.version == version:
                 return candidate
         raise TrawlError(f"scraper {scraper!r} has no active version {version!r}", field="version")
+    # Packaged versions still building or failed: named when nothing else routes, so the job says why.
+    waiting = "".join(f"; {_unroutable(scraper, candidate)}" for candidate in active if not candidate.routable)
     active = [candidate for candidate in active if candidate.routable]
     if variant:
         for candidate in active:
             if candidate.variant == variant:
                 return candidate
-        raise TrawlError(f"scraper {scraper!r} has no active {variant!r} version", field="variant")
+        raise TrawlError(f"scraper {scraper!r} has no active {variant!r} version{waiting}", field="variant")
     default = next((v for v in active if v.is_default), None)
     eligible = [v for v in active if v.traffic_pct > 0 and v.min_priority <= priority]
     if eligible:
@@ -72,7 +74,7 @@ def route_pick(
         return default
     raise TrawlError(
         f"scraper {scraper!r} has no version to route to: no active default version and no active version with "
-        f"traffic for priority {priority}",
+        f"traffic for priority {priority}{waiting}",
         field="scraper",
     )
 

@@ -21,6 +21,7 @@ from project.errors import TrawlError
 from project.messaging.brokers import PRIORITY_MIN
 from registry.cache import registry_changed
 from registry.errors import RegistryError
+from registry.hooks import job_facts
 from registry.models import Package, PackageStatus, Scraper, ScraperVersion, Variant
 from registry.selectors import traffic_of
 from registry.services.validation import allocation_problem, versions_problems
@@ -85,6 +86,9 @@ def versions_save(
         raise RegistryError(errors)
     now = timezone.now()
     before = {v.pk: v for v in ScraperVersion.objects.filter(pk__in=[v.pk for v in versions if v.pk])}
+    refused = _replay_gate(scraper, versions, before)
+    if refused:
+        raise RegistryError({"version": [refused]})
     for version in versions:
         _track_rollout(version, before.get(version.pk), now)
         _save(version, fields)
@@ -189,6 +193,27 @@ def traffic_set(*, scraper: Scraper, allocation: Mapping[str, Any]) -> dict[str,
     # Announced even when nothing changed: re-sending a split resyncs every worker after an edit made behind our back.
     registry_changed()
     return traffic_of(scraper=scraper)
+
+
+def _replay_gate(scraper: Scraper, versions: Sequence[ScraperVersion], before: dict) -> str:
+    """With TRAWL_REPLAY_REQUIRED in the scraper's settings, a version becomes stable or the default only after a clean
+    replay of the scraper's latest recorded job (docs/registry.md, "Replay"); the message says what is missing."""
+    if not (scraper.settings or {}).get("TRAWL_REPLAY_REQUIRED"):
+        return ""
+    for version in versions:
+        old = before.get(version.pk)
+        promoted = (version.is_default and not (old and old.is_default)) or (
+            version.variant == Variant.STABLE and not (old and old.variant == Variant.STABLE)
+        )
+        if not promoted:
+            continue
+        problem = job_facts().replay_problem(version=version)
+        if problem:
+            return (
+                f"{scraper.name} requires a clean replay before {version.version} becomes stable or the default: "
+                f"{problem}"
+            )
+    return ""
 
 
 def _lock(scraper: Scraper) -> None:

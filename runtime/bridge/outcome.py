@@ -32,6 +32,7 @@ class ErrorClass(models.TextChoices):
     STALLED = "stalled", "Stalled (no response, no item)"
     MONITOR = "monitor", "A monitor failed the job"
     BLOCKED_TARGET = "blocked_target", "Target refused (private address)"
+    REACTOR_STALLED = "reactor_stalled", "Held its process's reactor (replaced)"
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ def job_stats(scrapy_stats: dict[str, Any]) -> dict[str, Any]:
         "download_errors": exceptions,
         "items_scraped": scrapy_stats.get("item_scraped_count", 0),
         "items_dropped": scrapy_stats.get("item_dropped_count", 0),
+        "items_oversize": scrapy_stats.get("items/oversize", 0),  # of items_dropped: over the item size bounds
+        "frontier_refused": scrapy_stats.get("frontier/refused", 0),  # queued entries that were not request data
+        "package_messages_dropped": scrapy_stats.get("package/messages_dropped", 0),  # a child's overlong lines
         "spider_exceptions": spider_exceptions,
         "item_errors": item_errors,
         "errors": spider_exceptions + item_errors,  # what counts towards TRAWL_MAX_SPIDER_ERRORS

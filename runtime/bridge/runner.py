@@ -17,7 +17,9 @@ from scrapy.crawler import Crawler
 from scrapy.utils.defer import deferred_from_coro
 
 from runtime.bridge.handoff import item_passed
+from runtime.bridge.logcapture import job_log_crawler, job_log_current, job_log_thread
 from runtime.bridge.reactor import ensure_reactor
+from runtime.bridge.stopping import crawl_stop
 from runtime.bridge.tracebacks import exception_report, failure_report, item_error_report, spider_error_report
 from runtime.frontier.scheduler import store_wanted, wake_engine
 from runtime.settings.enforced import crawler_create
@@ -28,7 +30,8 @@ STOP_GRACE_SECONDS = 60
 # Items scraped but not yet upserted. When the database falls behind the reactor waits for room (flat memory)
 # instead of buffering a whole crawl.
 ITEM_QUEUE_MAX = 2000
-BUSY_TICK_SECONDS = 0.05  # how soon the task thread drains again when items are waiting
+BUSY_TICK_SECONDS = 0.05  # how soon the task thread drains again when a backlog of items is waiting
+ITEM_BACKLOG = 200  # items queued that make a backlog (a chunk's worth: crawls.services.ingestion stores it now)
 # The longest the reactor waits for one tick of the task thread (reactor_held): a slower tick (a database that
 # lags) goes on beside the crawl instead of stalling it.
 REACTOR_HOLD_MAX_SECONDS = 0.5
@@ -46,9 +49,12 @@ class CrawlSession:
     first_spider_error: str = ""
     reported_stats: dict[str, Any] = field(default_factory=dict)  # sent by a crawl in a child process (packaged.py)
     screenshots: list = field(default_factory=list)  # taken by a crawl in a child process, checked on receipt
+    error_pages: list = field(default_factory=list)  # kept by a crawl in a child process, checked on receipt
+    recording: Any = None  # a crawl in a child process records into this worker's Recording (runtime/replay)
     # Wakes the task thread before its tick is up: the crawl ended, or it waits for its items to be stored.
     wake: threading.Event = field(default_factory=threading.Event)
     store_wanted: bool = False
+    store_now: bool = False  # this tick stores the queued items whenever they came: the crawl waits for them
     reactor_held: bool = False  # the reactor thread waits for the task thread's tick (reactor_held)
 
     def on_store_wanted(self) -> None:
@@ -96,7 +102,14 @@ class CrawlResult:
 
 
 @crochet.run_in_reactor
-def _start(spider_cls: type[Spider], settings: dict, spider_kwargs: dict, session: CrawlSession):
+def _start(spider_cls: type[Spider], settings: dict, spider_kwargs: dict, session: CrawlSession, log: Any = None):
+    # The crawl's start-up records (components enabled, settings overridden, the spider opened) carry no spider:
+    # while the reactor thread builds and opens this crawl, they are this crawl's (bridge.logcapture).
+    with job_log_thread(log):
+        return _started(spider_cls, settings, spider_kwargs, session)
+
+
+def _started(spider_cls: type[Spider], settings: dict, spider_kwargs: dict, session: CrawlSession) -> Any:
     runner, crawler = crawler_create(spider_cls, settings)
     # weak=False: these are bound methods of a short-lived object that nothing else references.
     crawler.signals.connect(session.on_item, signal=item_passed, weak=False)
@@ -129,19 +142,19 @@ def _stop(crawler: Crawler) -> None:
     stop's Deferred is not handed to crochet: its callers drop the EventualResult, and crochet logs one dropped before
     its Deferred fires as an unhandled error, even a success (Twisted's `err(None)` raises NoCurrentExceptionError in
     the reactor, a CRITICAL line in the job's log after the job ended)."""
-    stopping = deferred_from_coro(crawler.stop_async())
+    stopping = deferred_from_coro(crawl_stop(crawler))  # runtime.bridge.stopping: sends nothing more
     _stopping.add(stopping)
     stopping.addErrback(lambda failure: logger.warning("stopping the crawl failed: %s", failure_report(failure)))
     stopping.addBoth(lambda _: _stopping.discard(stopping))
 
 
-def _stats_copy(crawler: Crawler) -> dict[str, Any]:
+def stats_copy(crawler: Crawler) -> dict[str, Any]:
     # `_stats`, not `stats`: a spider that refused to start (bad options) leaves it unset, and Scrapy's `stats` raises.
     stats = crawler._stats
     return dict(stats.get_stats()) if stats else {}
 
 
-_snapshot = crochet.wait_for(timeout=10)(_stats_copy)  # the copy made in the reactor thread
+_snapshot = crochet.wait_for(timeout=10)(stats_copy)  # the copy made in the reactor thread
 
 
 def live_stats(session: CrawlSession) -> dict[str, Any]:
@@ -149,7 +162,7 @@ def live_stats(session: CrawlSession) -> dict[str, Any]:
     if session.crawler is None:
         return dict(session.reported_stats)
     if session.reactor_held:  # nothing runs in the reactor thread now: read them here (it could not answer)
-        return _stats_copy(session.crawler)
+        return stats_copy(session.crawler)
     try:
         return _snapshot(session.crawler)
     except crochet.TimeoutError:
@@ -172,14 +185,19 @@ def run_spider(
     """
     ensure_reactor()
     session = CrawlSession()
-    result = _start(spider_cls, settings, spider_kwargs, session)
+    job_log_crawler(lambda: session.crawler)  # the records of its spider go to its job's log, from any thread
+    _crawls_running_count(+1)
     try:
-        stopped_because, crawl_error = _wait(result, session, timeout=timeout, on_tick=on_tick, tick=tick_seconds)
-    except BaseException:
-        # The tick raised (database error, Celery's soft time limit...): the crawl must not outlive this call.
-        session.abandoned = True
-        _stop_and_wait(result, session)
-        raise
+        result = _start(spider_cls, settings, spider_kwargs, session, job_log_current())
+        try:
+            stopped_because, crawl_error = _wait(result, session, timeout=timeout, on_tick=on_tick, tick=tick_seconds)
+        except BaseException:
+            # The tick raised (database error, Celery's soft time limit...): the crawl must not outlive this call.
+            session.abandoned = True
+            _stop_and_wait(result, session)
+            raise
+    finally:
+        _crawls_running_count(-1)
     session.abandoned = True
     stats = session.final_stats if session.final_stats is not None else live_stats(session)
     if session.finish_reason:
@@ -200,7 +218,7 @@ def _wait(result: Any, session: CrawlSession, *, timeout: float, on_tick: Callab
     deadline = time.monotonic() + timeout
     stopped_because, stop_deadline = "", None
     while True:
-        session.wake.wait(BUSY_TICK_SECONDS if session.items.qsize() else tick)
+        session.wake.wait(BUSY_TICK_SECONDS if session.items.qsize() >= ITEM_BACKLOG else tick)
         session.wake.clear()
         try:
             result.wait(timeout=0)
@@ -211,6 +229,7 @@ def _wait(result: Any, session: CrawlSession, *, timeout: float, on_tick: Callab
             logger.error("the crawl failed: %s", exception_report(exc))
             return stopped_because, exception_report(exc)
         nudge, session.store_wanted = session.store_wanted, False
+        session.store_now = nudge
         with reactor_held(session):
             reason = on_tick(session)
         if nudge and session.crawler is not None:
@@ -229,18 +248,25 @@ def _wait(result: Any, session: CrawlSession, *, timeout: float, on_tick: Callab
             return stopped_because, ""
 
 
+# How many crawls this process runs now (the crawl host runs several on one reactor: project/pools/crawlhost.py).
+_crawls_running, _crawls_running_lock = 0, threading.Lock()
+
+
+def _crawls_running_count(change: int) -> None:
+    global _crawls_running
+    with _crawls_running_lock:
+        _crawls_running += change
+
+
 @contextmanager
 def reactor_held(session: CrawlSession, limit: float = REACTOR_HOLD_MAX_SECONDS) -> Iterator[None]:
-    """Keep the reactor thread waiting while this thread works, for at most `limit` seconds.
-
-    Under the GIL a busy task thread beside the reactor costs the crawl far more than its own CPU: every time the
-    reactor gives the GIL up (each socket call) it must wait to get it back. Upserting a 2,000-page crawl's items
-    (~0.15 s of CPU) beside its reactor cost it seconds; held, its ticks cost it ~0.3 s (bench/README.md: 7 % less
-    time per job on SQLite, 28 % on PostgreSQL). Nothing in the tick may wait for the reactor meanwhile:
-    `live_stats` reads the stats directly.
-    """
+    """Keep the reactor thread waiting while this thread works, for at most `limit` seconds: under the GIL a busy
+    task thread beside the reactor costs the crawl far more than its own CPU, since the reactor waits to get the GIL
+    back after each socket call (bench/README.md: held, 7 % less time per job on SQLite, 28 % on PostgreSQL). Nothing
+    in the tick may wait for the reactor meanwhile: `live_stats` reads the stats directly. Only while it is the
+    process's one crawl: 50 crawls' ticks held their shared reactor 16 s of 30 (bench/README.md)."""
     # A full item queue means the reactor may itself be waiting for this thread to drain it: do not wait for it.
-    if session.crawler is None or session.items.full():
+    if session.crawler is None or session.items.full() or _crawls_running > 1:
         yield
         return
     from twisted.internet import reactor

@@ -14,6 +14,8 @@
   `left`: the shards that left the job, never leased again (the last to leave ends it).
   A request leaves it only once its page was fetched, its links queued and its items stored.
 - `wal:<attempt>:<shard>`: the items a shard wrote ahead until its task stored them; `orphans`: a dead shard's.
+- `budget:pages`, `budget:items`: the pages the job's crawls sent and the items they kept, every shard and attempt
+  together (a job's `max_pages` and `max_items`, runtime.watch.budget).
 - `progress`: each shard's latest stats (`<attempt>:<shard>` → JSON), summed into the job's stats over attempts.
 - `epoch`: a token written when the frontier was created; a shard whose epoch is no longer there knows Redis lost the
   frontier (runtime.frontier.leases).
@@ -21,8 +23,9 @@
 Requests of a shard whose lease expired, or of an earlier attempt, go back to the queue (reclaim). Every script
 refreshes the keys it writes to expire after TRAWL_FRONTIER_TTL_SECONDS (a day) untouched; the job's end unlinks them.
 Modules: `store` (the Frontier a shard uses), `leases` (epoch, leases, leaving; the lease-renewing thread),
-`commits` (what a shard writes), `layout` (the queue and seen-set in memory), `codec` (a Scrapy request as bytes),
-`bounded` (a capped set for what a process remembers).
+`commits` (what a shard writes), `layout` (the queue and seen-set in memory), `codec` and `datatags` (a Scrapy
+request as JSON, data only: never a pickle, since a packaged version's child may write its job's frontier), `bounded`
+(a capped set for what a process remembers).
 """
 
 from __future__ import annotations

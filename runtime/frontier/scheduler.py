@@ -6,8 +6,8 @@ items processed), in the same script call that writes its requests and items ahe
 on the reactor's event loop: the crawl goes on meanwhile, and the request counts as held until it landed. Items are
 stored in the database a moment later by the task (crawls.services.execution); a shard that dies before that leaves
 them written ahead, and a live shard stores them (runtime.frontier). When the engine runs out of work the scheduler
-asks the frontier whether the job is done: it keeps the spider open while any shard still holds requests
-that may yield more, and lets it close once the queue is empty and nothing is in flight anywhere.
+asks the frontier whether the job is done: it keeps the spider open while any shard still holds requests that may
+yield more, and lets it close once the queue is empty and nothing is in flight anywhere. Read back as data only.
 
 Start requests are checked against the seen-set even with `dont_filter`: a resumed attempt or shard runs start() again.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import pickle
 from collections import OrderedDict, deque
 from typing import Any
 
@@ -41,14 +40,13 @@ logger = logging.getLogger("trawl.frontier")
 
 IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
 # Requests this shard queued, kept as objects until it takes them back (most of a shard's requests are its own), so
-# taking one costs no unpickling: as Scrapy's memory queue does, it gets back the object it queued. Beyond this many
+# taking one costs no decoding: as Scrapy's memory queue does, it gets back the object it queued. Beyond this many
 # (the oldest go first), or when another shard or attempt takes them, they are rebuilt from Redis. ~1.7 KB each.
 REQUESTS_KEPT_MAX = 5_000
 # Fingerprints this shard remembers seeing (~150 B each; the least recently met go first, to be asked of Redis again).
 # With REQUESTS_KEPT_MAX, what keeps a million-page crawl's process within 50 MiB of growth (bench/frontier_memory.py).
 KNOWN_MAX = 50_000
-# Names other modules import from here: the DUPEFILTER_CLASS setting names this module, the runner and the child wake
-# the engine and listen for store_wanted.
+# Imported from here: DUPEFILTER_CLASS names this module; the runner and the child wake the engine, hear store_wanted.
 __all__ = ("FrontierDupeFilter", "FrontierScheduler", "frontier_for", "store_wanted", "wake_engine")
 
 
@@ -69,11 +67,11 @@ class FrontierScheduler(BaseScheduler):
         self.reserved = 0  # requests commits under way may take
         self.commits: set[asyncio.Task] = set()  # commits under way
         self.client: Any = None  # redis.asyncio client of the reactor's loop, for commits
-        self.closing = False
-        self.failed = False  # a commit gave up (Redis away too long, or a bug): the crawl stops, nothing more is sent
-        # Requests accepted but not yet in Redis: sent together at the end of this reactor turn (one round trip
-        # for all the links of a page), and always before the request that yielded them is acknowledged.
-        # A request sent back with a delay (DELAY_META: a page the site refused) waits in the frontier that long.
+        # failed: a commit gave up (Redis away too long, or a bug): the crawl stops, nothing more is sent
+        self.closing, self.failed = False, False
+        # Requests accepted but not yet in Redis: sent together at the end of this reactor turn (one round trip for
+        # all the links of a page), always before the request that yielded them is acknowledged. A request sent back
+        # with a delay (DELAY_META: a page the site refused) waits in the frontier that long.
         self.outbox: list[tuple[bytes, int, bytes | None, float]] = []
         self.items: list[bytes] = []  # items scraped, to write ahead with the requests that yielded them
         self.done: list[bytes] = []  # requests the engine is done with, to take out of flight with what they yielded
@@ -88,8 +86,8 @@ class FrontierScheduler(BaseScheduler):
         # Fingerprints this shard knows are in the seen-set: most links point at pages already seen, and those are
         # dropped here without a round trip to Redis (at most KNOWN_MAX: Redis stays the source of truth).
         self.known = bounded.RecentSet(KNOWN_MAX)
-        # Whether the queue may hold requests. The engine asks very often; a wrong "no" only sends it to the idle
-        # check, which asks Redis (Frontier.try_finish) and wakes the engine again if there is work.
+        # Whether the queue may hold requests. The engine asks very often; a wrong "no" only sends it to the idle check,
+        # which asks Redis (Frontier.try_finish) and wakes the engine again if there is work.
         self.maybe_pending = True
 
     @classmethod
@@ -138,7 +136,7 @@ class FrontierScheduler(BaseScheduler):
         delay = float(request.meta.pop(DELAY_META, 0) or 0)  # once: a copy of this request is not kept back again
         try:
             payload = codec.encode(request, self.spider)
-        except (ValueError, TypeError, AttributeError, pickle.PicklingError) as exc:
+        except (ValueError, TypeError, AttributeError) as exc:  # codec.Unstorable among them
             if fingerprint is not None and self.frontier.seen(fingerprint):
                 self.df.log(request, self.spider)
                 return False
@@ -250,18 +248,20 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/dequeued/memory")
             self.stats.inc_value("scheduler/dequeued")
             return self.local.popleft()
-        if not self.taken:
-            self._send_outbox()  # what this shard found goes to Redis, and the free slots are filled when it lands
-            return None
-        member = self.taken.popleft()
-        payload = Frontier.payload(member)
-        request = self.kept.pop(payload, None)
-        if request is None or request in self.held:  # a callback queued its own request again: a second object
-            request = codec.decode(payload, self.spider)
-        self.held[request] = member
-        self.stats.inc_value("scheduler/dequeued/redis")
-        self.stats.inc_value("scheduler/dequeued")
-        return request
+        while self.taken:
+            payload = Frontier.payload(member := self.taken.popleft())
+            request = self.kept.pop(payload, None)
+            if request is None or request in self.held:  # a callback queued its own request again: a second object
+                request = codec.decode_or_refuse(payload, self.spider, self.stats)
+            if request is None:  # refused (an earlier Trawl's pickle, a child's forgery): out of flight, never run
+                self.done.append(member)
+                continue
+            self.held[request] = member
+            self.stats.inc_value("scheduler/dequeued/redis")
+            self.stats.inc_value("scheduler/dequeued")
+            return request
+        self._send_outbox()  # what this shard found goes to Redis, and the free slots are filled when it lands
+        return None
 
     def __len__(self) -> int:
         return len(self.local) + len(self.taken) + len(self.outbox) + self.frontier.pending()

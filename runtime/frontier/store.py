@@ -20,7 +20,8 @@ from runtime.frontier.leases import ENDED, LOST, UNDECLARED
 
 # The old layout's `queue` and `seen` (runtime.frontier.layout) first: leases.LIB finds the key prefix from KEYS[1].
 SHARED = ("queue", "seen", "seq", "shards", "members", "progress", "orphans", "epoch", "ended", "delayed")
-SHARED += ("delayedscore", "chunks", "chunkdata", "queued", "seenbuckets", "left")
+SHARED += ("delayedscore", "chunks", "chunkdata", "queued", "seenbuckets", "left", "budget:pages")
+SHARED += ("budget:items",)
 PER_SHARD = ("inflight", "wal", "walstored", "adopting", "lastcommit")
 # A script answers UNDECLARED only when a shard joined between reading the members and the call; a few more reads
 # always settle it (shards join once each).
@@ -267,6 +268,15 @@ class Frontier:
         """Every shard's in-flight requests (for inspection and tests)."""
         members = [m.decode() for m in self.redis.zrange(self.key("shards"), 0, -1)]
         return [self.payload(raw) for m in members for raw in self.redis.hkeys(self.mine("inflight", m))]
+
+    def budget_count(self, what: str) -> int:
+        """Count one of `what` (`pages` sent, `items` kept) for the job, by any shard of any attempt; the job's count
+        so far: runtime.watch.budget's bounds hold across attempts and shards."""
+        key = self.key(f"budget:{what}")
+        with self.redis.pipeline(transaction=True) as pipe:
+            pipe.incr(key)
+            pipe.pexpire(key, self.ttl_ms)
+            return int(pipe.execute()[0])
 
     def progress(self) -> dict[str, dict[str, Any]]:
         """Each shard's latest stats, by `<attempt>:<shard>`."""

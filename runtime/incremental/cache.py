@@ -33,6 +33,9 @@ from scrapy.settings import BaseSettings
 from project.redis import REDIS_SETTING, redis_client
 
 SCOPE_SETTING = "TRAWL_INCREMENTAL_SCOPE"  # the Redis key prefix of this crawl's cache; set by the runner
+# The most a cached entry inflates to: a packaged version's child may write its source's cache, which a later crawl in a
+# worker process reads. Past it, or not a response this module wrote, an entry is a miss (the page is fetched again).
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
 STATS = "incremental"
 logger = logging.getLogger("trawl.incremental")
 
@@ -74,12 +77,22 @@ def response_dumps(response: Response) -> bytes:
     return zlib.compress(json.dumps(record).encode())
 
 
-def response_loads(data: bytes) -> Response:
-    record = json.loads(zlib.decompress(data))
-    body = base64.b64decode(record["body"])
-    headers = {key: values for key, values in record["headers"].items()}
-    cls = responsetypes.from_args(headers=headers, url=record["url"], body=body)
-    return cls(url=record["url"], status=record["status"], headers=headers, body=body)
+def response_loads(data: bytes) -> Response | None:
+    """The response `response_dumps` wrote, or None for an entry that is not one or inflates past MAX_ENTRY_BYTES."""
+    try:
+        inflater = zlib.decompressobj()
+        text = inflater.decompress(data, MAX_ENTRY_BYTES + 1)
+        if len(text) > MAX_ENTRY_BYTES:
+            return None
+        record = json.loads(text)
+        body = base64.b64decode(record["body"], validate=True)
+        headers = {str(key): [str(value) for value in values] for key, values in record["headers"].items()}
+        if not isinstance(record["url"], str) or type(record["status"]) is not int:
+            return None
+        cls = responsetypes.from_args(headers=headers, url=record["url"], body=body)
+        return cls(url=record["url"], status=record["status"], headers=headers, body=body)
+    except (zlib.error, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
 
 
 class RedisCacheStorage:

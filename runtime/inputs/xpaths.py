@@ -4,9 +4,11 @@ parsel evaluates every XPath with EXSLT's regex functions bound to `re:` (`re:te
 runs them with Python's `re`, on the reactor thread and under the GIL, so one backtracking pattern in a selector pins
 the worker. A requester's XPath may therefore use no namespace prefix at all (so no `re:`, `set:`, `str:`, `math:`,
 `dyn:` or `exsl:` function), call only XPath 1.0's own functions (and parsel's `has-class`), and bind no variables.
-What is left runs in libxml2, which releases the GIL; its cost is kept polynomial and small by the length cap and by
-what a predicate may hold: at most MAX_PREDICATE_DEPTH nested predicates, no absolute path and no `following` /
-`preceding` axis inside one (each would walk the whole document again for every node tested).
+What is left runs in libxml2; its cost is kept polynomial and small by the length cap and by what a predicate may
+hold: at most MAX_PREDICATE_DEPTH nested predicates, no absolute path and no `following` / `preceding` axis inside one
+(each would walk the whole document again for every node tested). Walks nested in walks are refused too: an XPath
+whose work can grow faster than nodes x depth (`//*[count(.//*[count(.//*)>1])>1]`: nodes x depth², hours on a
+hostile page of a few MB) is refused, by runtime/inputs/xpath_cost.py's measure.
 
 CSS selectors (parsel's, with `::text` and `::attr()`) are translated to XPath and held to the same rules. The checks
 run at submission and when the spider starts (runtime/inputs/checks.py, runtime/spiders/selectors.py).
@@ -16,13 +18,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from cssselect import SelectorError
 from lxml import etree
-from parsel.csstranslator import css2xpath
+from parsel.csstranslator import HTMLTranslator
 
 from runtime.inputs.patterns import PatternError
+from runtime.inputs.xpath_cost import MAX_COST_DEGREE, CostUnreadable, TooManyValues, cost_degree
 
 XPATH_PREFIX = "xpath:"
 MAX_SELECTOR_LENGTH = 300  # characters of one selector, `xpath:` included
@@ -47,6 +51,34 @@ TOKEN = re.compile(
 # After these a `/` starts a new (absolute) path, and `*`, `and`, `or`, `div`, `mod` are names, not operators.
 OPENERS = frozenset({"[", "(", ",", "|", "=", "!=", "<", "<=", ">", ">=", "+", "-", "@", "::"})
 NAMED_OPERATORS = frozenset({"and", "or", "div", "mod", "*"})
+
+
+class WalkOnceTranslator(HTMLTranslator):
+    """parsel's CSS translation, except where the right side of a descendant combinator tests its siblings
+    (`:first-child`, `:nth-child()`, `:last-of-type`...): `div li:first-child` runs as
+    `div/descendant-or-self::*/li[...]` instead of `div/descendant::li[...]`, the same elements, but the sibling count
+    is made once per `li` of the merged set rather than once per (div, li) pair: nodes x siblings, not nodes x depth x
+    siblings (runtime/inputs/xpath_cost.py), so such everyday CSS stays accepted. Everything else keeps
+    `descendant::`, which libxml2 merges faster (it removes duplicates from a smaller set)."""
+
+    def xpath_descendant_combinator(self, left: Any, right: Any) -> Any:
+        if "-sibling::" in (right.condition or ""):
+            return left.join("/descendant-or-self::*/", right)
+        return super().xpath_descendant_combinator(left, right)
+
+
+_translator = WalkOnceTranslator()
+
+
+@lru_cache(maxsize=256)
+def css_xpath(css: str) -> str:
+    """The XPath a requester's CSS selector runs as (checked here, evaluated so by runtime/spiders/selectors.py)."""
+    return _translator.css_to_xpath(css)
+
+
+def selector_xpath(spec: str) -> str:
+    """The XPath a selector spec runs as: after `xpath:`, as written; else its CSS translated."""
+    return spec[len(XPATH_PREFIX) :] if spec.startswith(XPATH_PREFIX) else css_xpath(spec)
 
 
 def _tokens(expression: str, *, field: str) -> list[str]:
@@ -105,6 +137,24 @@ def xpath_check(expression: str, *, field: str) -> None:
         etree.XPath(expression, regexp=False)
     except (etree.XPathSyntaxError, ValueError) as exc:  # ValueError: NUL or control characters
         raise PatternError(f"{expression!r} is not a valid XPath: {exc}", field=field) from None
+    _cost_check(tokens, field=field)
+
+
+def _cost_check(tokens: list[str], *, field: str) -> None:
+    try:
+        degree = cost_degree(tokens)
+    except TooManyValues as exc:
+        raise PatternError(str(exc), field=field) from None
+    except CostUnreadable as exc:
+        raise PatternError(f"cannot tell what this XPath costs ({exc}); write it more plainly", field=field) from None
+    if degree > MAX_COST_DEGREE:
+        raise PatternError(
+            "this XPath nests a walk inside a walk inside a walk (a `//`, descendant, ancestor or sibling axis, or an "
+            "element's text, inside a predicate that is itself walked): on a deep page its work grows as the page's "
+            f"size to the power {degree}. Keep one walk per predicate level, e.g. "
+            "`//a[contains(., 'x')]/ancestor::div` instead of `//div[.//a[contains(., 'x')]]`",
+            field=field,
+        )
 
 
 def selector_check(spec: Any, *, field: str) -> str:
@@ -117,7 +167,7 @@ def selector_check(spec: Any, *, field: str) -> str:
         xpath_check(spec[len(XPATH_PREFIX) :], field=field)
         return spec
     try:
-        translated = css2xpath(spec)
+        translated = css_xpath(spec)
     except (SelectorError, ValueError, NotImplementedError) as exc:
         raise PatternError(f"{spec!r} is not a valid CSS selector: {exc}", field=field) from None
     xpath_check(translated, field=field)
@@ -138,3 +188,5 @@ def selectors_config_check(config: Mapping[str, Any], *, prefix: str = "config")
     for key in SELECTOR_KEYS:
         if config.get(key):
             selector_check(config[key], field=f"{at}{key}")
+    if not isinstance(config.get("structured_data", True), bool):
+        raise PatternError("structured_data is true or false", field=f"{at}structured_data")

@@ -18,9 +18,11 @@ runtime.settings.project.ProjectLayer, the project's settings module beneath the
 `exit`. Everything it reports goes to the file descriptor in TRAWL_CHILD_FD, one JSON object per line: `item`,
 `stats` (every second), `error` (the first spider exception), `log` (a log record of the crawl, at the crawl's
 LOG_LEVEL, for the job's log), `store_wanted` (the idle crawl waits for its items to be stored), `screenshot` (one a
-rendering crawl took, before its `end`), `end` (final stats, finish reason or crawl error), `checked` (an error, or
-the project's spiders by name), `call {id, what, args}` (what Trawl's components would ask the database,
-runtime.packaged.child_db). The spider's own prints go to stderr, never into that channel.
+rendering crawl took, before its `end`), `error_page` (a response the spider raised on, before its `end`),
+`recording` (a part of the crawl's WARC when it records, before its `end`), `end` (final stats, finish reason or
+crawl error), `checked` (an error, or the project's spiders by name), `call {id, what, args}` (what Trawl's
+components would ask the database, runtime.packaged.child_db). The spider's own prints go to stderr, never into
+that channel.
 """
 
 from __future__ import annotations
@@ -81,7 +83,9 @@ class CrawlServer:
         elif kind == "stop" and self.crawler is not None and command.get("job") == self.job:
             from scrapy.utils.defer import deferred_from_coro
 
-            deferred_from_coro(self.crawler.stop_async())
+            from runtime.bridge.stopping import crawl_stop
+
+            deferred_from_coro(crawl_stop(self.crawler))  # what waits for its download delay is not sent
         elif kind == "wake" and self.crawler is not None and command.get("job") == self.job:
             from runtime.frontier.scheduler import wake_engine
 
@@ -150,6 +154,7 @@ class CrawlServer:
             if self.stats_loop is not None and self.stats_loop.running:
                 self.stats_loop.stop()
             self._send_screenshots()
+            self._send_kept()
             stats = self.closed_stats if self.closed_stats is not None else self._stats()
             if self.reason:
                 stats["finish_reason"] = self.reason  # Scrapy sets it after spider_closed handlers ran
@@ -166,6 +171,18 @@ class CrawlServer:
 
         for shot in screenshots_drain(self.crawler):
             self.send("screenshot", job=self.job, **screenshot_fields(shot))
+
+    def _send_kept(self) -> None:
+        """The responses the spider raised on and the crawl's recording, before `end`: the worker stores them with the
+        job (runtime/watch/error_pages.py, runtime/replay/record.py)."""
+        from runtime.replay.record import recording_drain, recording_parts
+        from runtime.watch.error_pages import error_page_fields, error_pages_drain
+
+        for page in error_pages_drain(self.crawler):
+            self.send("error_page", job=self.job, **error_page_fields(page))
+        recording = recording_drain(self.crawler)
+        for part in recording_parts(recording) if recording is not None else ():
+            self.send("recording", job=self.job, **part)
 
     def _forward_log(self, *, level: str) -> None:
         """The crawl's log records go to the worker, which writes them into the job's log (bridge.logcapture)."""

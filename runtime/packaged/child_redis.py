@@ -11,6 +11,11 @@ worker processes that no longer run.
 
 TRAWL_PACKAGE_CHILD_REDIS_ACL = False (a Redis without ACL, or whose user Trawl may not administer) gives children
 REDIS_URL itself; so does a Redis Cluster URL (whose broker is apart, see docs/packages.md).
+
+A user of its own bounds a child only if the child cannot log in as another: no child user is made, and so no child
+starts, while an enabled Redis user needs no password (`nopass`, as Redis's `default` user has unless `requirepass`
+or an ACL file sets one), unless TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED says so (`make run`'s development settings do;
+the production settings do not).
 """
 
 from __future__ import annotations
@@ -72,11 +77,13 @@ class ChildRedis:
     password: str = field(default="", repr=False)
 
 
-def child_redis_grant(*, url: str, acl: bool) -> ChildRedis:
+def child_redis_grant(*, url: str, acl: bool, nopass_allowed: bool = False) -> ChildRedis:
     """A Redis URL for a new child of a worker on Trawl's Redis at `url`: a user of its own when `acl`
-    (TRAWL_PACKAGE_CHILD_REDIS_ACL) is on."""
+    (TRAWL_PACKAGE_CHILD_REDIS_ACL) is on, refused (ChildRedisError) while a Redis user needs no password unless
+    `nopass_allowed` (TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED)."""
     if not acl or "cluster" in urlsplit(url).scheme:
         return ChildRedis(url=url)
+    _passwords_required(allowed=nopass_allowed)
     child_redis_sweep()
     user, password = f"{_user_prefix()}{os.getpid()}-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
     grant = ChildRedis(url=_with_user(url, user=user, password=password), user=user, password=password)
@@ -88,6 +95,33 @@ def child_redis_grant(*, url: str, acl: bool) -> ChildRedis:
             "packaged crawls REDIS_URL itself"
         ) from None
     return grant
+
+
+def open_redis_users() -> list[str]:
+    """Enabled Redis users that need no password: anyone who reaches Redis logs in as them."""
+    rules = [r.decode() if isinstance(r, bytes) else r for r in get_redis().execute_command("ACL", "LIST")]
+    return [words[1] for words in (rule.split() for rule in rules) if "on" in words and "nopass" in words]
+
+
+def _passwords_required(*, allowed: bool) -> None:
+    try:
+        open_users = open_redis_users()
+    except redis.RedisError as exc:
+        raise ChildRedisError(f"cannot read Redis's users (ACL LIST: {exc}) to check they need a password") from None
+    if not open_users:
+        return
+    if not allowed:
+        raise ChildRedisError(
+            f"Redis user(s) {', '.join(open_users)} need no password, so a package's child could log in as them past "
+            "its own Redis user: set a password (requirepass, or an ACL file). TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED=1 "
+            "runs packaged crawls anyway (development only)"
+        )
+    if not _warned:
+        _warned.append(True)
+        logger.warning("Redis user(s) %s need no password: packaged crawls' own Redis users bound nothing", open_users)
+
+
+_warned: list[bool] = []  # once per process
 
 
 def child_redis_keys(grant: ChildRedis, *, crawl: dict[str, Any] | None = None) -> None:
@@ -102,8 +136,9 @@ def child_redis_keys(grant: ChildRedis, *, crawl: dict[str, Any] | None = None) 
 
 def child_key_patterns(crawl: dict[str, Any]) -> list[str]:
     """The keys a crawl's components use: the throttle's (buckets, rule mirror, adaptive controller: shared by every
-    crawl), its own job's frontier, its own source's incremental cache. Never another job's frontier: its queue holds
-    pickled requests, which the shards of that job (perhaps in-process, with the worker's secrets) unpickle."""
+    crawl), its own job's frontier, its own source's incremental cache. Never another job's frontier: the requests
+    queued there are crawled by that job's shards (perhaps in-process, with the worker's secrets, Redis, proxies). Its
+    own job's frontier is read back as data only (runtime.frontier.codec): never a pickle."""
     patterns = [redis_key("throttle", "*")]
     if job := (crawl.get("TRAWL_FRONTIER") or {}).get("job"):
         patterns.append(redis_key("frontier", hash_tag(job), "*"))

@@ -1,9 +1,12 @@
 """The warm child processes a worker process keeps, one per package: starting, reusing, stopping, reading them.
 
 A child (runtime.packaged.child) runs in its package's environment and serves the crawls of that package sent by
-this worker process, one at a time; it exits by itself after TRAWL_PACKAGE_CHILD_IDLE_SECONDS without one. At most
-TRAWL_PACKAGE_CHILDREN_KEPT are kept (the least recently used other one is stopped). A reader thread per child turns
-its JSON lines into messages on a queue the task thread consumes.
+this worker process, one at a time; it exits by itself after TRAWL_PACKAGE_CHILD_IDLE_SECONDS without one. A crawl
+takes its child out of the warm ones while it runs (`child_for`) and gives it back after (`child_return`): a process
+running several crawls at once (TRAWL_CRAWLS_PER_PROCESS) starts a child per concurrent crawl of one package and keeps
+one warm. At most TRAWL_PACKAGE_CHILDREN_KEPT are kept (the least recently used other one is stopped). A reader thread
+per child turns its JSON lines into messages on a queue the task thread consumes, both bounded
+(runtime.packaged.channel).
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import contextlib
 import json
 import logging
 import os
-import queue
 import subprocess
 import threading
 import time
@@ -22,6 +24,7 @@ from typing import Any
 
 from project.env import BASE_DIR
 from registry.packages.envs import EnvBuildError, PackageEnv, env_lease, envs_prune
+from runtime.packaged.channel import Inbox, channel_read
 from runtime.packaged.child_env import child_environment, undumpable
 from runtime.packaged.child_redis import ChildRedis, ChildRedisError, child_redis_grant, child_redis_revoke
 from runtime.spec import PackageSpec
@@ -53,6 +56,8 @@ class ChildPool:
     redis_url: str  # Trawl's Redis, where a child's own user is made
     redis_acl: bool  # TRAWL_PACKAGE_CHILD_REDIS_ACL: a Redis user of its own per child
     child_settings: dict[str, Any] = field(repr=False)  # the child's (runtime.packaged.child_env)
+    # TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED: children start while a Redis user needs no password (development only)
+    redis_nopass_allowed: bool = False
 
 
 @dataclass
@@ -61,7 +66,7 @@ class Child:
     process: subprocess.Popen
     idle_seconds: float  # its pool's: it exits after this long without a crawl
     redis: ChildRedis = field(default_factory=lambda: ChildRedis(url=""))
-    messages: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    inbox: Inbox = field(default_factory=Inbox)
     last_used: float = field(default_factory=time.monotonic)
     unused: Unused | None = None  # None: this machine's environments are pruned by someone else
 
@@ -74,16 +79,15 @@ class Child:
 
     def receive(self, *, timeout: float) -> dict[str, Any]:
         """The next message, or `{"t": "timeout"}`."""
-        try:
-            return self.messages.get(timeout=timeout)
-        except queue.Empty:
-            return {"t": "timeout"}
+        message = self.inbox.get(timeout=timeout)
+        return {"t": "timeout"} if message is None else message
 
     def fresh(self) -> bool:
         idle, limit = time.monotonic() - self.last_used, self.idle_seconds
         return self.process.poll() is None and idle < limit - min(REUSE_MARGIN, limit / 4)
 
     def stop(self, *, kill: bool = False) -> None:
+        self.inbox.abandon()  # nobody reads it any more: the reader never waits on a full inbox
         if not kill:
             self.send(cmd="exit")
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -93,19 +97,21 @@ class Child:
             self.process.wait(5)
 
 
-_children: dict[str, Child] = {}  # this worker process's warm children, by package hash
+_children: dict[str, Child] = {}  # this worker process's warm children, by package hash, none of them crawling
+_warm = threading.Lock()  # crawls of one process take and return children from several task threads
 
 
 def child_for(package: PackageSpec, *, pool: ChildPool, unused: Unused | None = None) -> Child:
-    """A running child of the package's environment, building the environment first if this machine has none."""
-    child = _children.pop(package.sha256, None)
-    if child is not None and child.fresh():
-        _children[package.sha256] = child
-        return child
-    if child is not None:
-        child.stop()
-    while len(_children) >= pool.kept:
-        _children.pop(min(_children, key=lambda sha: _children[sha].last_used)).stop()
+    """A running child of the package's environment, all this caller's until `child_return` (or `child_discard`),
+    building the environment first if this machine has none."""
+    with _warm:
+        child = _children.pop(package.sha256, None)
+        if child is not None and child.fresh():
+            return child
+        if child is not None:
+            child.stop()
+        while _children and len(_children) >= pool.kept:
+            _children.pop(min(_children, key=lambda sha: _children[sha].last_used)).stop()
     try:
         env, lock_fd = env_lease(package=package)
     except EnvBuildError as exc:
@@ -115,8 +121,18 @@ def child_for(package: PackageSpec, *, pool: ChildPool, unused: Unused | None = 
     if ready.get("t") != "ready":
         child.stop(kill=True)
         raise PackageUnavailable(f"the process for {package} did not start ({ready.get('error', 'no answer')})")
-    _children[package.sha256] = child
     return child
+
+
+def child_return(child: Child) -> None:
+    """A crawl is done with its child: kept warm for the package's next crawl, unless another one already is."""
+    child.last_used = time.monotonic()
+    with _warm:
+        kept = child.sha256 not in _children and child.process.poll() is None
+        if kept:
+            _children[child.sha256] = child
+    if not kept:
+        child.stop()
 
 
 def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool, *, unused: Unused | None) -> Child:
@@ -124,7 +140,7 @@ def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool, *, unuse
     grant = ChildRedis(url="")
     try:
         undumpable()
-        grant = child_redis_grant(url=pool.redis_url, acl=pool.redis_acl)
+        grant = child_redis_grant(url=pool.redis_url, acl=pool.redis_acl, nopass_allowed=pool.redis_nopass_allowed)
         process = subprocess.Popen(
             [str(env.python), "-P", "-m", "runtime.packaged.child"],
             stdin=subprocess.PIPE,
@@ -155,15 +171,11 @@ def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool, *, unuse
 
 
 def _read(child: Child, read_fd: int) -> None:
-    with os.fdopen(read_fd, "r") as channel:
-        for line in channel:
-            try:
-                child.messages.put(json.loads(line))
-            except ValueError:
-                logger.warning("package child %s sent a bad line: %.200r", child.sha256[:12], line)
+    with os.fdopen(read_fd, "rb") as channel:
+        channel_read(channel, child.inbox, who=child.sha256[:12])
     code = child.process.wait()
     _after_exit(child)
-    child.messages.put({"t": "eof", "error": f"exited with code {code}"})
+    child.inbox.put_last({"t": "eof", "error": f"exited with code {code}"})
 
 
 def _after_exit(child: Child) -> None:
@@ -184,8 +196,9 @@ def _after_exit(child: Child) -> None:
 
 def child_discard(child: Child) -> None:
     """Killed, crashed, or interrupted mid-crawl (soft time limit): that child is in no state to reuse."""
-    if _children.get(child.sha256) is child:
-        del _children[child.sha256]
+    with _warm:
+        if _children.get(child.sha256) is child:
+            del _children[child.sha256]
     child.stop(kill=True)
 
 
@@ -200,10 +213,11 @@ def package_check(
     while time.monotonic() < deadline:
         message = child.receive(timeout=max(0.1, deadline - time.monotonic()))
         if message.get("t") == "checked" and message.get("spider") == spider:
+            child_return(child)
             return message["error"], _spiders_received(message.get("spiders"))
         if message.get("t") == "eof":
-            _children.pop(package.sha256, None)
             return f"the package's process {message['error']} while importing {spider!r}", {}
+    child_discard(child)
     return f"importing {spider!r} took over {START_SECONDS}s", {}
 
 

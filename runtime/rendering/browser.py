@@ -11,7 +11,8 @@ grow for ever either.
 
 Chromium is launched through chromium_launch.py, which ties its life to Playwright's driver, whose stdin is the
 worker's pipe: a SIGKILLed worker takes its browser with it. A worker stopping normally closes it (`browser_close`,
-from worker_process_shutdown).
+from worker_process_shutdown). The driver and Chromium get an allow-listed environment, Chromium its sandbox unless
+the worker is root, and WebRTC no unproxied UDP (environment.py).
 
 Everything here runs in the worker's reactor loop (the asyncio loop crochet runs), the one Playwright binds to.
 """
@@ -27,23 +28,13 @@ from typing import Any
 import psutil
 from playwright.async_api import Browser, BrowserContext, Playwright, async_playwright
 
+from runtime.rendering.environment import chromium_args, chromium_env, driver_scrubbed
+
 MEMORY_CHECK_PAGES = 10  # pages between two looks at the browser's memory
 
 logger = logging.getLogger("trawl.render")
 
 LAUNCHER = Path(__file__).with_name("chromium_launch.py")
-# What Chromium needs on a headless server worker (root, no GPU, no display) and what keeps it from phoning home.
-CHROMIUM_ARGS = (
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-breakpad",
-    "--disable-dev-shm-usage",
-)
 
 
 @dataclass(frozen=True)
@@ -139,13 +130,14 @@ class WorkerBrowser:
 
     async def _launch(self, config: BrowserConfig) -> Browser:
         if self._playwright is None:
+            driver_scrubbed()  # the driver starts with an allow-listed environment, not the worker's
             self._playwright = await async_playwright().start()
         logger.info("launching Chromium (%s) for this worker process", config.binary)
         return await self._playwright.chromium.launch(
             executable_path=str(LAUNCHER),
             headless=True,
-            args=list(CHROMIUM_ARGS),
-            env={"TRAWL_CHROMIUM_BINARY": config.binary},
+            args=chromium_args(),
+            env=chromium_env(config.binary),
             handle_sigint=False,
             handle_sigterm=False,
             handle_sighup=False,

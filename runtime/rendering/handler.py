@@ -7,7 +7,9 @@ page's own requests pass runtime/rendering/subrequests.py.
 
 The crawl's pages open in browser contexts of its own on the worker's shared browser (browser.py), closed with the
 crawl; pages open at once are bounded per worker process (TRAWL_RENDER_MAX_PAGES) and per crawl (scrapy-playwright's
-PLAYWRIGHT_MAX_PAGES_PER_CONTEXT, by default the crawl's CONCURRENT_REQUESTS).
+PLAYWRIGHT_MAX_PAGES_PER_CONTEXT, by default the crawl's CONCURRENT_REQUESTS). What a page may make the worker hold
+— its HTML up to TRAWL_RENDER_MAXSIZE, no download, no popup — is bounds.py's; a request with a proxy renders in a
+context through that proxy, its credentials never sent to the origin (egress.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from scrapy_playwright.handler import BrowserContextWrapper, ScrapyPlaywrightDow
 
 from runtime.guard.resolver import crawl_resolver
 from runtime.guard.schemes import SCHEMES_SETTING, allowed_schemes
+from runtime.rendering.bounds import PopupCloser, body_bounded
 from runtime.rendering.browser import BrowserConfig, worker_browser
+from runtime.rendering.egress import Upstream, context_through, request_upstream
 from runtime.rendering.proxy import GuardProxy
 from runtime.rendering.screenshots import Screenshots
 from runtime.rendering.subrequests import SubrequestRule, route_checked
@@ -68,13 +72,22 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         # A guarded crawl's pages connect through its proxy only: one resolution for the check and the connection.
         self.proxy = GuardProxy(resolver=self.rule.resolver, rule=self.rule) if self.rule.resolver else None
         self.screenshots = Screenshots.from_crawler(crawler)
+        self.body_max = settings.getint("TRAWL_RENDER_MAXSIZE")
+        self.popups = PopupCloser(crawler.stats)
         self._contexts: dict[Any, BrowserContextWrapper] = {}  # every open context of the crawl, by context
         self._retiring: set[Any] = set()  # contexts on a retired browser, closing once their last page did
         self._closing_contexts: dict[Any, asyncio.Future] = {}  # (referenced till done)
+        self._upstreams: dict[str, Upstream] = {}  # the crawl's proxy of each context named after one
+        self._guards: dict[Upstream, GuardProxy] = {}  # a guarded crawl's guard proxy per crawl's proxy
 
     async def download_request(self, request: Request) -> Response:
         """Renders the request: dispatch.py hands over only those TRAWL_RENDER and their meta say render."""
         request.meta["playwright"] = True
+        # The crawl's proxy: its credentials off the request's headers (scrapy-playwright would hand them to Chromium
+        # for the origin), the page in a context of the crawl's through that proxy (egress.py).
+        upstream = request_upstream(request)
+        if upstream is not None:
+            self._upstreams[context_through(request.meta, upstream)] = upstream
         started = time.monotonic()
         response = await self._download_request(request)
         # The site's latency is what the adaptive throttle judges the site by, not Chromium's rendering time (which
@@ -95,12 +108,17 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             raise NotSupported("persistent browser contexts are not available: a crawl's contexts are its own")
         # A service worker's requests bypass page routing; Trawl's pages never need one.
         context_kwargs["service_workers"] = "block"
+        context_kwargs["accept_downloads"] = False  # a download is never written, nor read whole (bounds.py)
+        upstream = self._upstreams.get(name)
         if self.proxy is not None:
-            context_kwargs["proxy"] = {"server": await self.proxy.start()}
+            context_kwargs["proxy"] = {"server": await self._guard_proxy(upstream).start()}
+        elif upstream is not None:
+            context_kwargs["proxy"] = upstream.for_playwright()
         context = await worker_browser.context_new(self.browser_config, **context_kwargs)
         await context.route("**", self._route_popup)  # pages the crawl did not open (window.open)
         await context.route_web_socket("**", self._refuse_web_socket)
         context.on("close", lambda _context: self._context_closed(name, context))
+        context.on("page", self.popups.appeared)  # closes those the crawl did not open
         self.stats.inc_value("playwright/context_count")
         if self.timeout_ms:
             context.set_default_navigation_timeout(self.timeout_ms)
@@ -143,7 +161,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         await slots.acquire()
         try:
             self._recycle(request)  # once it may open a page: the browser may have been retired meanwhile
-            page = await super()._create_page(request, spider)
+            async with self.popups.opening() as own:
+                page = await super()._create_page(request, spider)
+                own(page)
         except BaseException:
             slots.release()
             raise
@@ -167,9 +187,19 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     async def _close(self) -> None:
         """Every context of the crawl, recycled ones still closing included, then scrapy-playwright's own."""
         await asyncio.gather(*(context.close() for context in list(self._contexts)), return_exceptions=True)
-        if self.proxy is not None:
-            await self.proxy.close()
+        for guard in [self.proxy, *self._guards.values()]:
+            if guard is not None:
+                await guard.close()
         await super()._close()
+
+    def _guard_proxy(self, upstream: Upstream | None) -> GuardProxy:
+        """The guard proxy a guarded crawl's context goes through: the crawl's own, or one per crawl's proxy."""
+        assert self.proxy is not None
+        if upstream is None:
+            return self.proxy
+        if upstream not in self._guards:
+            self._guards[upstream] = GuardProxy(resolver=self.rule.resolver, rule=self.rule, upstream=upstream)
+        return self._guards[upstream]
 
     def _make_request_handler(self, **kwargs: Any) -> Any:
         """scrapy-playwright's route handler (Scrapy's headers, method, body), behind the sub-request rule."""
@@ -183,6 +213,11 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         return checked_handler
 
     async def _route_popup(self, route: Route, request: PlaywrightRequest) -> None:
+        """Requests of pages the crawl did not open: a popup's (closed as it appears, bounds.py) loads nothing."""
+        if request.is_navigation_request() and _opens_a_page(request):
+            self.rule.refused(request.url, "popups are not loaded")
+            await route.abort("blockedbyclient")
+            return
         checked = await route_checked(route, request, self.rule)
         if checked is not None:
             await checked.continue_()
@@ -200,6 +235,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         return response, download
 
     async def _download_request_with_page(self, request: Request, page: Page, spider: Spider) -> Response:
+        body_bounded(page, limit=self.body_max, url=request.url, stats=self.stats)
         try:
             return await super()._download_request_with_page(request, page, spider)
         except Exception:
@@ -230,3 +266,11 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
                 wait_for,
                 exc.message.splitlines()[0],
             )
+
+
+def _opens_a_page(request: PlaywrightRequest) -> bool:
+    """Is this navigation a page's main frame (a popup's first one comes before its frame exists)?"""
+    try:
+        return request.frame.parent_frame is None
+    except PlaywrightError:  # "issued before the frame is created": a new page's
+        return True

@@ -12,6 +12,10 @@ One proxy per guarded crawl, on 127.0.0.1 and an ephemeral port, started with th
 with the crawl. Playwright makes Chromium send loopback requests through a context's proxy too (`<-loopback>`), so a
 page cannot reach 127.0.0.1 around it. Unguarded crawls (admins, scheduled work) connect directly: the proxy only
 adds a hop where it closes a hole.
+
+A guarded crawl whose requests go through one of its proxies (egress.py) gets one guard proxy per proxy: it judges
+the target as above, then asks the crawl's proxy for the checked address (`CONNECT address:port`, or an absolute-form
+request to it) with the proxy's credentials, which Chromium never sees.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import logging
 from urllib.parse import urlsplit
 
 from runtime.guard.resolver import CrawlResolver
+from runtime.rendering.egress import Upstream
 from runtime.rendering.subrequests import SubrequestRule
 
 logger = logging.getLogger("trawl.render")
@@ -41,9 +46,10 @@ class ProxyRefusal(Exception):
 class GuardProxy:
     """Resolves, judges and tunnels one crawl's rendered connections."""
 
-    def __init__(self, *, resolver: CrawlResolver, rule: SubrequestRule) -> None:
+    def __init__(self, *, resolver: CrawlResolver, rule: SubrequestRule, upstream: Upstream | None = None) -> None:
         self.resolver = resolver
         self.rule = rule
+        self.upstream = upstream
         self._server: asyncio.Server | None = None
         self._tunnels: set[asyncio.Task] = set()
 
@@ -81,9 +87,12 @@ class GuardProxy:
                 host, port, url = _authority(target.decode("latin-1"))
             else:
                 host, port, url = _absolute(target.decode("latin-1"))
-            upstream_reader, upstream = await self._connect(host, port, url)
-            if method == b"CONNECT":
+            tunnel = method == b"CONNECT"
+            upstream_reader, upstream, address = await self._connect(host, port, url, tunnel=tunnel)
+            if tunnel:
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            elif self.upstream is not None:  # the crawl's proxy fetches the checked address
+                upstream.write(_origin_form(method, url, version, headers, via=(self.upstream, address, port)))
             else:
                 upstream.write(_origin_form(method, url, version, headers))
                 writer.write(_closing(await upstream_reader.readuntil(b"\r\n\r\n")))
@@ -98,15 +107,24 @@ class GuardProxy:
                 if end is not None:
                     end.close()
 
-    async def _connect(self, host: str, port: int, url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """A connection to one of the addresses the resolution that was judged gave (never a fresh lookup)."""
+    async def _connect(
+        self, host: str, port: int, url: str, *, tunnel: bool
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
+        """A connection to one of the addresses the resolution that was judged gave (never a fresh lookup), or to the
+        crawl's proxy asked for one of them (a tunnel to it already set up for CONNECT)."""
         resolution = await self.resolver.resolve(host)
         if resolution.reason:
             self.rule.refused(url, resolution.reason)
             raise ProxyRefusal(403, resolution.reason)
         for address in resolution.addresses:
             with contextlib.suppress(OSError, asyncio.TimeoutError):
-                return await asyncio.wait_for(asyncio.open_connection(address, port, limit=CHUNK), CONNECT_TIMEOUT)
+                if self.upstream is None:
+                    connecting = asyncio.open_connection(address, port, limit=CHUNK)
+                elif tunnel:
+                    connecting = _tunnel_through(self.upstream, address, port)
+                else:
+                    connecting = self.upstream.open()
+                return (*await asyncio.wait_for(connecting, CONNECT_TIMEOUT), address)
         raise ProxyRefusal(502, f"no address of {host!r} answers")
 
 
@@ -122,13 +140,42 @@ def _absolute(target: str) -> tuple[str, int, str]:
     return parts.hostname, parts.port or 80, target
 
 
-def _origin_form(method: bytes, url: str, version: bytes, headers: bytes) -> bytes:
-    """The request as the origin expects it, one request per upstream connection (`Connection: close`)."""
+def _origin_form(
+    method: bytes, url: str, version: bytes, headers: bytes, *, via: tuple[Upstream, str, int] | None = None
+) -> bytes:
+    """The request as the origin expects it, one request per upstream connection (`Connection: close`); `via` the
+    crawl's proxy: in absolute form naming the checked address (the Host header keeps the name), with its
+    credentials."""
     parts = urlsplit(url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     lines = (line for line in headers.split(b"\r\n") if line)
     kept = [line for line in lines if line.split(b":", 1)[0].strip().lower() not in HOP_BY_HOP]
+    if via is not None:
+        upstream, address, port = via
+        path = f"http://{_host_port(address, port)}{path}"
+        kept += [b"Proxy-Authorization: " + upstream.authorization] if upstream.authorization else []
     return b"\r\n".join([b" ".join([method, path.encode("latin-1"), version]), *kept, b"Connection: close", b"", b""])
+
+
+def _host_port(address: str, port: int) -> str:
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+async def _tunnel_through(
+    upstream: Upstream, address: str, port: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A tunnel to address:port through the crawl's proxy (CONNECT with its credentials)."""
+    reader, writer = await upstream.open()
+    target = _host_port(address, port).encode()
+    head = [b"CONNECT " + target + b" HTTP/1.1", b"Host: " + target]
+    head += [b"Proxy-Authorization: " + upstream.authorization] if upstream.authorization else []
+    writer.write(b"\r\n".join([*head, b"", b""]))
+    answer = await reader.readuntil(b"\r\n\r\n")
+    status = answer.split(b" ", 2)[1] if answer.count(b" ") >= 1 else b""
+    if status != b"200":
+        writer.close()
+        raise ProxyRefusal(502, f"the crawl's proxy refused the tunnel ({status.decode('latin-1')[:3]})")
+    return reader, writer
 
 
 def _closing(head: bytes) -> bytes:

@@ -23,6 +23,7 @@ from runtime.packaged.children import ChildPool
 from runtime.settings.enforced import COMPONENTS_SETTING, ENFORCED, GUARD, GUARD_ORDER
 from runtime.settings.project import ProjectLayer
 from runtime.spec import CrawlSpec
+from runtime.watch.budget import ITEMS_OPTION, ITEMS_SETTING, PAGES_OPTION, PAGES_SETTING
 
 COMPONENT_SETTINGS = {
     "EXTENSIONS": "TRAWL_SCRAPY_EXTENSIONS",
@@ -48,11 +49,18 @@ KNOBS = (
     "TRAWL_PROXY_REFRESH_SECONDS",
     "TRAWL_USER_AGENTS",
     "TRAWL_SELECTORS_PAGE_SECONDS",
+    "TRAWL_STRUCTURED_DATA_MAX_BYTES",
+    "TRAWL_ARTICLE_HTML_MAX_BYTES",
+    "TRAWL_ARTICLE_MARKDOWN_MAX_BYTES",
     "TRAWL_RENDER",
     "TRAWL_RENDER_WAIT_FOR",
     "TRAWL_RENDER_TIMEOUT",
     "TRAWL_RENDER_RESOURCES",
     "TRAWL_RENDER_SCREENSHOTS",
+    "TRAWL_ITEM_FIELD_MAX_BYTES",
+    "TRAWL_ITEM_MAX_BYTES",
+    "TRAWL_RENDER_MAXSIZE",
+    "TRAWL_RECORD",
 )
 # The project's values a crawl must not change (Trawl's Redis, politeness, the egress, the frontier's timing, the
 # guard's networks, the worker's browser): written over whatever a scraper or version set, and pinned against the
@@ -64,6 +72,8 @@ PROJECT_PINS = (
     "TRAWL_THROTTLE_SLOT_LEASE",
     "TRAWL_THROTTLE_MAX_SLEEP",
     "TRAWL_THROTTLE_MAX_PAUSE",
+    "TRAWL_THROTTLE_ROBOTS_TTL",
+    "TRAWL_THROTTLE_RULES_TTL",
     "TRAWL_EGRESS_LABEL",
     "TRAWL_INFRA_PATIENCE_SECONDS",
     "TRAWL_FRONTIER_TTL_SECONDS",
@@ -75,6 +85,11 @@ PROJECT_PINS = (
     "TRAWL_RENDER_RECYCLE_PAGES",
     "TRAWL_RENDER_RECYCLE_MEMORY_MB",
     "TRAWL_RENDER_SCREENSHOTS_MAX",
+    "TRAWL_SITEMAP_MAX_URLS",
+    "TRAWL_ERROR_PAGES_MAX",
+    "TRAWL_ERROR_PAGE_MAX_BYTES",
+    "TRAWL_RECORD_MAX_BYTES",
+    "TRAWL_RECORD_MAX_ITEMS",
 )
 
 
@@ -89,6 +104,12 @@ def scrapy_settings_for(*, spec: CrawlSpec) -> dict[str, Any]:
     if spec.source_id:
         _incremental(merged, spec)
     _rendering(merged, spec)
+    _budget(merged, spec)
+    # Recording (runtime/replay): project < scraper < version < the source's config < the job's option `record`.
+    if "TRAWL_RECORD" in spec.source_config:
+        merged["TRAWL_RECORD"] = bool(spec.source_config["TRAWL_RECORD"])
+    if "record" in spec.options:
+        merged["TRAWL_RECORD"] = bool(spec.options["record"])
     merged.update(ENFORCED)
     with_schemes(merged)
     # The guard's switch is set here (its place in the chain by with_trawl_components).
@@ -195,6 +216,16 @@ def _rendering(merged: dict[str, Any], spec: CrawlSpec) -> None:
         merged["TRAWL_RENDER_TIMEOUT"] = min(float(options["render_timeout"]), settings.TRAWL_RENDER_TIMEOUT_MAX)
 
 
+def _budget(merged: dict[str, Any], spec: CrawlSpec) -> None:
+    """A job's `max_pages` / `max_items` (else its source's config's) are Scrapy's CLOSESPIDER_PAGECOUNT /
+    CLOSESPIDER_ITEMCOUNT (made exact by runtime.watch.budget); a version's own lower value stays."""
+    for option, name in ((PAGES_OPTION, PAGES_SETTING), (ITEMS_OPTION, ITEMS_SETTING)):
+        asked = int(spec.options.get(option) or spec.source_config.get(option) or 0)
+        if asked:
+            declared = int(merged.get(name) or 0)
+            merged[name] = min(asked, declared) if declared > 0 else asked
+
+
 # The project's settings a packaged version's child gets as its Django settings: what Trawl's code there may read
 # besides its crawl's settings (the services and Redis helpers its components call, logging). Families by prefix, so
 # a setting added to one (TRAWL_THROTTLE_*, ...) reaches the child. Nothing here may hold a secret.
@@ -245,4 +276,5 @@ def child_pool() -> ChildPool:
         redis_url=settings.REDIS_URL,
         redis_acl=bool(settings.TRAWL_PACKAGE_CHILD_REDIS_ACL),
         child_settings=child_settings(),
+        redis_nopass_allowed=bool(settings.TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED),
     )

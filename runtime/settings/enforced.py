@@ -31,7 +31,11 @@ from scrapy.statscollectors import MemoryStatsCollector
 
 from runtime.bridge.handoff import HANDOFF, HANDOFF_ORDER, with_item_handoff
 from runtime.guard.schemes import GATE, GATE_ORDER, SCHEMES_SETTING, allowed_schemes, download_handlers
+from runtime.items.bounds import ITEM_BOUNDS, ITEM_BOUNDS_ORDER
+from runtime.watch.budget import BUDGET_CLOSESPIDER, ITEM_BUDGET, ITEM_BUDGET_ORDER, SCRAPY_CLOSESPIDER
 
+SCRAPY_ROBOTS = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+SHARED_ROBOTS = "throttling.robots_shared.SharedRobotsTxtMiddleware"  # read once per TRAWL_THROTTLE_ROBOTS_TTL
 ENFORCED_PRIORITY = 10**6  # above every priority Scrapy names ('cmdline' is 40)
 # Never overridable: the telnet console and remote control open ports that can run code. AutoThrottle adapts each
 # process's delay to what that process alone sees, on top of the cluster-wide buckets and their adaptive controller
@@ -43,8 +47,16 @@ LEFT_OUT_EXTENSIONS = ("scrapy.extensions.telnet.TelnetConsole", "scrapy.extensi
 ENFORCED = {
     "TELNETCONSOLE_ENABLED": False,
     "REMOTE_CONTROL_ENABLED": False,
+    # Scrapy's CloseSpider counts robots.txt fetches as pages: Trawl's counts the spider's (runtime.watch.budget).
     "EXTENSIONS_BASE": {
-        path: order for path, order in default_settings.EXTENSIONS_BASE.items() if path not in LEFT_OUT_EXTENSIONS
+        (BUDGET_CLOSESPIDER if path == SCRAPY_CLOSESPIDER else path): order
+        for path, order in default_settings.EXTENSIONS_BASE.items()
+        if path not in LEFT_OUT_EXTENSIONS
+    },
+    # Scrapy's RobotsTxtMiddleware fetches a host's robots.txt once per crawl: Trawl's shares it across the fleet.
+    "DOWNLOADER_MIDDLEWARES_BASE": {
+        (SHARED_ROBOTS if path == SCRAPY_ROBOTS else path): order
+        for path, order in default_settings.DOWNLOADER_MIDDLEWARES_BASE.items()
     },
     "AUTOTHROTTLE_ENABLED": False,
     "DOWNLOADER_STATS": True,  # DownloaderStats counts the status codes a job's outcome is decided on
@@ -57,8 +69,9 @@ COMPONENTS_SETTING = "TRAWL_COMPONENTS"  # {dict setting: {path: order}}: Trawl'
 COMPONENT_DICTS = ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "EXTENSIONS", "ITEM_PIPELINES")
 GUARD = "runtime.guard.guard.PrivateTargetGuard"
 GUARD_ORDER = 790  # after proxy rotation (740), before the throttle (800) so a refused request takes no token
-# In every crawl, whatever the composed settings say: the scheme gate, the guard (on for guarded crawls), the handoff,
-# and Scrapy's own counters, which a job's stats and outcome are read from (runtime.bridge.outcome).
+# In every crawl, whatever the composed settings say: the scheme gate, the guard (on for guarded crawls), the item
+# bounds and the handoff, and Scrapy's own counters, which a job's stats and outcome are read from
+# (runtime.bridge.outcome).
 ALWAYS = {
     "DOWNLOADER_MIDDLEWARES": {
         GATE: GATE_ORDER,
@@ -66,7 +79,7 @@ ALWAYS = {
         "scrapy.downloadermiddlewares.stats.DownloaderStats": 850,
     },
     "EXTENSIONS": {"scrapy.extensions.corestats.CoreStats": 0},
-    "ITEM_PIPELINES": {HANDOFF: HANDOFF_ORDER},
+    "ITEM_PIPELINES": {ITEM_BOUNDS: ITEM_BOUNDS_ORDER, ITEM_BUDGET: ITEM_BUDGET_ORDER, HANDOFF: HANDOFF_ORDER},
 }
 
 

@@ -72,14 +72,22 @@ class LinkSpider(TrawlSpider):
             yield scrapy.Request(url, cookies=self.cookies, meta={"trawl_depth": 0})
 
     def parse(self, response: scrapy.http.Response) -> Iterator[Any]:
-        if self.expires and time.time() > self.expires:
-            raise CloseSpider("expired")
+        self.check_expiry()
         depth = response.meta.get("trawl_depth", 0)
         is_text = isinstance(response, scrapy.http.TextResponse)
         title = (response.css("title::text").get() or "").strip() if is_text else ""
         # `_depth` varies with crawl order, so it is kept out of the change check (leading underscore).
         yield {"url": response.url, "status": response.status, "title": title, "_depth": depth, **self.attrs}
-        if depth >= self.maxdepth or not is_text:
+        yield from self.follow(response)
+
+    def check_expiry(self) -> None:
+        if self.expires and time.time() > self.expires:
+            raise CloseSpider("expired")
+
+    def follow(self, response: scrapy.http.Response) -> Iterator[scrapy.Request]:
+        """The page's links to crawl next: within `maxdepth`, the allowed hosts and the requester's patterns."""
+        depth = response.meta.get("trawl_depth", 0)
+        if depth >= self.maxdepth or not isinstance(response, scrapy.http.TextResponse):
             return
         for link in self.links.extract_links(response):
             if not self.allowed_hosts.allow(link.url) or not self.wanted(link.url):

@@ -33,6 +33,7 @@ from runtime.spiders.base import TrawlSpider
 from runtime.spiders.discovery import discovered
 
 MAX_URLS = 50_000  # the most one sitemap file may list, by the protocol
+MAX_URLS_SETTING = "TRAWL_SITEMAP_MAX_URLS"  # what a job's `max_urls` may ask for, at most
 
 
 def sitemap_body(response: Response, *, max_size: int) -> bytes | None:
@@ -46,6 +47,24 @@ def sitemap_body(response: Response, *, max_size: int) -> bytes | None:
     return None
 
 
+def urls_asked(value: Any) -> int:
+    """The config's `max_urls` as a count (MAX_URLS when unset or not a positive integer)."""
+    try:
+        asked = int(value or MAX_URLS)
+    except (TypeError, ValueError):
+        return MAX_URLS
+    return asked if asked > 0 else MAX_URLS
+
+
+def urls_capped(asked: int, *, cap: int, spider: Any) -> int:
+    """A job's `max_urls` within TRAWL_SITEMAP_MAX_URLS: submission refuses more, but a job stored before that check
+    (or written to the database directly) is capped here, and says so in its log."""
+    if cap and asked > cap:
+        spider.logger.warning("config.max_urls %d is above TRAWL_SITEMAP_MAX_URLS: capped at %d", asked, cap)
+        return cap
+    return asked
+
+
 class SitemapSpider(TrawlSpider):
     name = "sitemap"
 
@@ -57,7 +76,7 @@ class SitemapSpider(TrawlSpider):
             patterns_compile(config.get(key), field=f"config.{key}") for key in ("allow", "deny", "follow")
         )
         self.alternate = bool(config.get("alternate"))
-        self.max_urls = int(config.get("max_urls") or MAX_URLS)
+        self.max_urls = urls_asked(config.get("max_urls"))
         self.discovering = getattr(self, "strategy", "deep") == "discovery"
         self.taken = 0
         self.lastmods: LastmodMemory | None = None
@@ -65,6 +84,7 @@ class SitemapSpider(TrawlSpider):
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SitemapSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.max_urls = urls_capped(spider.max_urls, cap=crawler.settings.getint(MAX_URLS_SETTING), spider=spider)
         spider.lastmods = LastmodMemory.from_crawler(crawler)
         if spider.lastmods is not None:
             crawler.signals.connect(spider.remember_lastmods, signal=signals.spider_closed)

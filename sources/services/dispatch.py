@@ -15,7 +15,7 @@ from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.services.lifecycle import jobs_create_many
 from project.redis.lease import Lease
 from sources.models import Source
-from sources.windows import source_window
+from sources.windows import source_cron_next, source_window
 
 logger = logging.getLogger("trawl.scheduling")
 
@@ -88,12 +88,14 @@ def sources_book_due(*, now: datetime, limit: int, busy: list[int] | QuerySet = 
     for source in sources:
         window = source_window(source)
         opens = window.next_open(now) if window else now
+        cron = source_cron_next(source, after=now)
         if opens > now:
-            source.next_sync_at = opens
+            source.next_sync_at = cron or opens
             source.schedule_note = f"outside its crawl window ({window.timezone}); it opens {opens:%Y-%m-%d %H:%M} UTC"
             continue
-        # A placeholder until the job ends and plans the real next run; it keeps the source booked meanwhile.
-        source.next_sync_at = now + timedelta(seconds=source.current_interval)
+        # A placeholder until the job ends and plans the real next run; it keeps the source booked meanwhile. A cron
+        # source's is its next minute: if its job still runs then, that minute is skipped (never two at once).
+        source.next_sync_at = cron or now + timedelta(seconds=source.current_interval)
         source.schedule_note = f"dispatched {now:%Y-%m-%d %H:%M} UTC; the next run is planned when its job ends"
         dispatched.append(source)
     # A deployed project's spider by its name: the source's config says which (`{"spider": "books"}`).

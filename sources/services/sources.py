@@ -17,12 +17,13 @@ from django.utils import timezone
 from access.models import Requester
 from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.services.jobs import job_create
-from crawls.services.validation import job_args_validate, validate_crawl_url
+from crawls.services.validation import input_bounds, job_args_validate, validate_crawl_url
 from project.errors import TrawlError
 from project.validators import priority_check
 from registry.models import Scraper
 from runtime.inputs.checks import config_check
 from runtime.inputs.patterns import PatternError
+from sources.cron import CronError, cron_next, cron_parse
 from sources.models import Source, SourceKind, SourceStrategy, validate_timezone
 from sources.scheduling import clamp
 from sources.services.dispatch import DISPATCH_LEASE, sources_dispatch_due  # noqa: F401 (re-exported)
@@ -45,6 +46,7 @@ EDITABLE = (
     "window_start_hour",
     "window_end_hour",
     "timezone",
+    "cron",
     "next_sync_at",
 )
 
@@ -83,10 +85,23 @@ def source_check(source: Source) -> None:
     if children and children.get("scraper"):
         _scraper(children["scraper"])
     try:
-        config_check(source.config, prefix="")  # its regexes on RE2, its selectors without extension functions
+        # Its regexes on RE2, its selectors without extension functions, its `max_urls` within the cap.
+        config_check(source.config, bounds=input_bounds(), prefix="")
     except PatternError as exc:
         raise TrawlError(str(exc), field="config") from None
     job_args_validate(source.args)
+    _check_budget(source.config)
+
+
+def _check_budget(config: dict) -> None:
+    """`max_pages` / `max_items` in a source's config bound each of its jobs, as the job options do."""
+    for name, most in (
+        ("max_pages", settings.TRAWL_JOB_MAX_PAGES_LIMIT),
+        ("max_items", settings.TRAWL_JOB_MAX_ITEMS_LIMIT),
+    ):
+        value = config.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most):
+            raise TrawlError(f"config.{name} must be a whole number 1..{most}", field="config")
 
 
 def _check_schedule(source: Source) -> None:
@@ -106,6 +121,18 @@ def _check_schedule(source: Source) -> None:
         validate_timezone(source.timezone)
     except ValidationError as exc:
         raise TrawlError(exc.messages[0], field="timezone") from exc
+    if source.cron:
+        try:
+            cron_parse(source.cron)
+        except CronError as exc:
+            raise TrawlError(f"cron: {exc}", field="cron") from None
+
+
+def source_cron_book(*, source: Source, fields: dict[str, Any]) -> None:
+    """A cron given or changed, with no `next_sync_at` asked: the source first runs at the expression's next minute."""
+    if "cron" in fields and source.cron and "next_sync_at" not in fields:
+        source_check(source)
+        source.next_sync_at = cron_next(source.cron, after=timezone.now(), timezone=source.timezone)
 
 
 def source_save(*, source: Source) -> Source:
@@ -135,6 +162,7 @@ def source_create(*, url: str, scraper: str = "", kind: str = SourceKind.LIST, *
     fields.setdefault("min_interval", min(_default("min_interval"), refresh))
     fields.setdefault("max_interval", max(_default("max_interval"), refresh))
     source = Source(url=url, kind=kind, scraper=_scraper(scraper_name), current_interval=refresh, **fields)
+    source_cron_book(source=source, fields=fields)
     return source_save(source=source)
 
 
@@ -149,6 +177,7 @@ def source_update(*, source: Source, scraper: str = "", **fields: Any) -> Source
         setattr(source, name, value)
     if "refresh_interval" in fields:
         source.current_interval = source.refresh_interval
+    source_cron_book(source=source, fields=fields)
     return source_save(source=source)
 
 

@@ -43,8 +43,9 @@ class PrivatePostgres:
     """A throwaway cluster in its own folder on a free port. PostgreSQL refuses to run as root, so as root the
     cluster belongs to the `postgres` user and every pg_ctl call runs as that user (runuser)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_connections: int = 200) -> None:
         self.root = Path(os.environ.get("TRAWL_CHAOS_TMP", "/tmp")) / f"trawl-chaos-pg-{os.getpid()}-{free_port()}"
+        self.max_connections = max_connections
         self.data, self.log = self.root / "data", self.root / "postgres.log"
         self.port = free_port()
         self.url = f"postgres://postgres@127.0.0.1:{self.port}/trawl"
@@ -69,7 +70,11 @@ class PrivatePostgres:
 
     def start(self) -> None:
         # fsync off: an immediate stop is a crash of the server, not of the machine, so nothing is lost without it.
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        # UTC: Django then never sends `SET TIME ZONE`, which a pooler in transaction mode could not keep per client.
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+            f" -c max_connections={self.max_connections} -c timezone=UTC"
+        )
         self._run(_pg_binary("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
 
     def crash(self) -> None:

@@ -11,6 +11,7 @@ from crawls.states import ErrorClass
 AGAIN_SPENT = AttemptVerdict(again=True, spends_attempt=True)
 AGAIN_FREE = AttemptVerdict(again=True, spends_attempt=False)
 DEAD = AttemptVerdict(again=False, spends_attempt=False, error_class=ErrorClass.WORKER_LOST)
+STALLED = AttemptVerdict(again=False, spends_attempt=False, error_class=ErrorClass.REACTOR_STALLED)
 
 
 @pytest.mark.parametrize(
@@ -30,6 +31,12 @@ DEAD = AttemptVerdict(again=False, spends_attempt=False, error_class=ErrorClass.
         (AttemptCause.INFRASTRUCTURE, 3, 3, AGAIN_FREE),
         (AttemptCause.FRONTIER_LOST, 1, 3, AGAIN_FREE),
         (AttemptCause.FRONTIER_LOST, 3, 3, AGAIN_FREE),
+        # A crawl that held its process's reactor spends an attempt and, after the last, ends failed: a job that
+        # stalls every process it runs in is not retried forever. Its bystanders lose nothing.
+        (AttemptCause.REACTOR_STALLED, 1, 3, AGAIN_SPENT),
+        (AttemptCause.REACTOR_STALLED, 3, 3, STALLED),
+        (AttemptCause.PROCESS_RECYCLED, 1, 3, AGAIN_FREE),
+        (AttemptCause.PROCESS_RECYCLED, 3, 3, AGAIN_FREE),
     ],
 )
 def test_the_decision_table(cause, attempt, max_attempts, verdict):
@@ -43,6 +50,6 @@ def test_every_cause_has_a_verdict_on_every_attempt(cause):
         assert verdict.again or verdict.error_class, (cause, attempt)
 
 
-def test_only_a_lost_worker_ends_a_job():
+def test_only_a_lost_worker_and_a_stalled_reactor_end_a_job():
     ending = {cause for cause in AttemptCause if not attempt_verdict(cause=cause, attempt=9, max_attempts=1).again}
-    assert ending == {AttemptCause.WORKER_LOST}
+    assert ending == {AttemptCause.WORKER_LOST, AttemptCause.REACTOR_STALLED}

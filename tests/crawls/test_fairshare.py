@@ -148,3 +148,25 @@ def test_priority_steps_partition_1_to_100():
         assert {broker_priority(p) for p in range(low, high + 1)} == {step}
         covered += range(low, high + 1)
     assert sorted(covered) == list(range(1, 101))
+
+
+@pytest.mark.django_db
+def test_a_claim_whose_turn_count_redis_refuses_still_runs_the_claimed_job(builtins, sent_tasks, monkeypatch):
+    """Redis gone between the pick and the count (a restart under load): the job this slot claimed is still the
+    one it runs. Before, the slot fell back to claiming its own job again, found it `running` and crawled nothing,
+    leaving the claimed job to the reaper, which spent one of its attempts."""
+    import redis
+
+    from crawls.services import jobs
+
+    _, requester = limited("alone", None)
+    [mine] = queue(requester, 1)
+
+    def refused(**_kwargs):
+        raise redis.ConnectionError("Error 111 connecting: Connection refused")
+
+    monkeypatch.setattr(jobs, "fair_served", refused)  # the fault at the one moment a restart cannot be timed to
+    claimed = job_claim_fair(job_id=str(mine.pk), attempt=1, worker="w")
+
+    assert claimed is not None and claimed.pk == mine.pk
+    assert CrawlJob.objects.get(pk=mine.pk).status == JobStatus.RUNNING

@@ -9,8 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from crawls.models import CrawlJob
-from crawls.services.crawl_spec import crawl_spec_build
-from crawls.services.execution import _spider_kwargs
+from crawls.services.crawl_spec import crawl_spec_build, spider_kwargs
 from crawls.services.jobs import job_create
 from project.errors import TrawlError
 from registry.models import Scraper
@@ -52,14 +51,14 @@ def test_a_jobs_args_are_stored_shown_and_reach_the_spider_beside_trawls_own(api
     job = CrawlJob.objects.select_related("scraper", "source").get(pk=response.json()["id"])
     assert api.get(f"/api/jobs/{job.pk}/").json()["args"] == ARGS
     spec = crawl_spec_build(job=job, version=job.scraper.versions.get())
-    kwargs = _spider_kwargs(job, args=spec.args)
+    kwargs = spider_kwargs(job, args=spec.args)
     assert spec.args == ARGS and {name: kwargs[name] for name in ARGS} == ARGS
     assert (kwargs["url"], kwargs["start_urls"], kwargs["strategy"]) == (URL, [URL], "deep")
 
 
 def test_trawls_own_keyword_arguments_win_over_args_that_slipped_past_the_checks(api, builtins):
     job = CrawlJob.objects.create(url=URL, scraper=Scraper.objects.get(name="link"))
-    kwargs = _spider_kwargs(job, args={"url": "http://evil.test/", "config": {"proxy_group": "theirs"}})
+    kwargs = spider_kwargs(job, args={"url": "http://evil.test/", "config": {"proxy_group": "theirs"}})
 
     assert kwargs["url"] == URL and kwargs["config"] == {}
     scope = CallScope.of_crawl(

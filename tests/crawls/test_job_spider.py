@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from crawls.models import CrawlJob
-from crawls.services.crawl_spec import crawl_spec_build, spider_path_of
-from crawls.services.execution import _spider_kwargs
+from crawls.services.crawl_spec import crawl_spec_build, spider_kwargs, spider_path_of
 from project.errors import TrawlError
 from registry.models import Scraper, ScraperVersion
 from tests.registry.factories import LINK_SPIDER
@@ -39,7 +38,7 @@ def test_a_job_names_a_spider_and_may_leave_out_its_url(api, project_version):
     job = CrawlJob.objects.get(pk=body["id"])
     spec = crawl_spec_build(job=job, version=project_version)
     assert (spec.spider, spec.settings_module) == (SPIDERS["toscrape-css"], "myproject.settings")
-    kwargs = _spider_kwargs(job, args={})
+    kwargs = spider_kwargs(job, args={})
     assert "url" not in kwargs and "start_urls" not in kwargs, "the spider's own start_urls are used"
 
 
@@ -57,7 +56,7 @@ def test_a_url_is_required_without_a_spider_and_an_unknown_name_is_refused(api, 
 def test_with_url_and_spider_the_spider_starts_at_the_url(api, project_version):
     spec = {"scraper": "myproject", "spider": "books", "url": "http://shop.test/list.html"}
     job = CrawlJob.objects.get(pk=api.post("/api/jobs/", spec, format="json").json()["id"])
-    assert _spider_kwargs(job, args={})["start_urls"] == ["http://shop.test/list.html"]
+    assert spider_kwargs(job, args={})["start_urls"] == ["http://shop.test/list.html"]
 
 
 def test_a_version_whose_spiders_are_not_known_yet_leaves_the_name_to_routing(api, project_version):

@@ -116,6 +116,25 @@ def test_the_last_shard_waits_for_the_others_final_numbers(requester, builtins):
     assert total["pages_by_shard"] == {"1:0": 5, "1:1": 9}
 
 
+def test_a_shard_that_ends_before_it_ever_recorded_numbers_is_still_waited_for(requester, builtins):
+    """A fast shard may finish before its first tick records anything: the shard that ends the job must still wait
+    for its final numbers, or the job ends on the others' alone (pages 0, `failed`, while this one fetched them)."""
+    job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
+    first, last = Shard(job, index=0), Shard(job, index=1)
+    first.scrapy_settings()  # opened the frontier and started its crawl, and has recorded nothing since
+    last.scrapy_settings()
+    late = threading.Timer(0.3, lambda: first.total({"pages": 5}, final=True))
+    late.start()
+    try:
+        assert last.others_final(timeout=10) is True
+        total = last.total({"pages": 0}, final=True)
+    finally:
+        late.cancel()
+        first.frontier.delete()
+
+    assert total["pages"] == 5, total
+
+
 def test_a_shard_that_never_sends_final_numbers_holds_the_end_only_briefly(requester, builtins):
     job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
     last, dead = Shard(job, index=0), Shard(job, index=1)

@@ -50,6 +50,24 @@ def make_job(*, status="running", attempt=1, max_attempts=3, beat_ago=0.0, queue
     )
 
 
+def test_a_job_whose_attempt_still_beats_in_redis_is_alive_whatever_its_rows_heartbeat(builtins, published, fast):
+    """The liveness thread beats in Redis, not in the database (a crawl process's connection budget): a slow tick
+    leaves the row's heartbeat old, and the job must stay with its worker. Only the current attempt's beat counts."""
+    from crawls.live.beats import beat_write
+
+    slow = make_job(beat_ago=30, attempt=2)
+    beat_write(job_id=slow.pk, attempt=2)
+    superseded = make_job(beat_ago=30, attempt=2)
+    beat_write(job_id=superseded.pk, attempt=1)  # an earlier attempt's thread, still beating
+
+    assert reap_dead_jobs() == {"requeued": 1, "dead": 0, "republished": 0}
+
+    slow.refresh_from_db()
+    superseded.refresh_from_db()
+    assert (slow.status, slow.attempt) == ("running", 2)
+    assert (superseded.status, superseded.attempt) == ("queued", 3)
+
+
 def test_a_running_job_with_a_stale_heartbeat_is_requeued_as_the_next_attempt(builtins, published, fast):
     job = make_job(beat_ago=30)
 

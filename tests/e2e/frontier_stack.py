@@ -113,7 +113,11 @@ class Cluster:
 
 def _cluster(tmp_path, env: dict):
     reaper_every(1)
-    cluster = Cluster(tmp_path, env={**env, **LEASE})
+    yield from cluster_run(Cluster(tmp_path, env={**env, **LEASE}))
+
+
+def cluster_run(cluster: Cluster):
+    """Start the cluster's workers (its crawl workers the only consumers meanwhile) and beat; stop them at the end."""
     try:
         for worker in (cluster.ops, *cluster.crawlers):
             worker.start()

@@ -23,12 +23,10 @@ VERSIONS = "/api/scrapers/pshop/versions/"
 
 
 @pytest.fixture
-def package_dirs(settings, tmp_path):
-    dirs = {name: tmp_path / name for name in ("store", "envs", "wheelhouse", "src")}
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "packages": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": dirs["store"]}},
-    }
+def package_dirs(tmp_path):
+    """The worker's environments and dependency wheels. Wheels themselves go to the package storage, the (test)
+    database by default, which this process and the worker share."""
+    dirs = {name: tmp_path / name for name in ("envs", "wheelhouse", "src")}
     dep_wheels(dirs["wheelhouse"])
     return dirs
 
@@ -42,7 +40,6 @@ def shop_site(tmp_path):
 
 def package_env(package_dirs) -> dict[str, str]:
     return {
-        "TRAWL_PACKAGE_DIR": str(package_dirs["store"]),
         "TRAWL_PACKAGE_CACHE_DIR": str(package_dirs["envs"]),
         "TRAWL_PACKAGE_FIND_LINKS": str(package_dirs["wheelhouse"]),
         "TRAWL_PACKAGE_NO_INDEX": "1",

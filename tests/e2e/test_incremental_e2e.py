@@ -98,7 +98,8 @@ class ValidatingSite(ServedSite):
         if not unchanged:
             handler.wfile.write(body)
         with self.lock:
-            self.sent += 0 if unchanged else len(body)
+            # Pages only: robots.txt is read once per period for every crawl of the site (throttling/robots_shared.py).
+            self.sent += 0 if unchanged or handler.path == "/robots.txt" else len(body)
             self.statuses.append((handler.path, status))
 
     def take_counts(self) -> tuple[int, list[tuple[str, int]]]:

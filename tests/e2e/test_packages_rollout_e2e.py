@@ -9,7 +9,7 @@ import io
 import pytest
 
 from items.models import Item
-from registry.models import Package, ScraperVersion
+from registry.models import Package, ScraperVersion, StoredFile
 from tests.clients import client_for
 from tests.conftest import wait_for_job
 from tests.e2e.packages_stack import (
@@ -76,7 +76,7 @@ def test_packaged_versions_roll_out_and_back_on_a_running_worker(package_worker,
     assert (package_dirs["envs"] / sha1).is_dir(), "the version still in use keeps its environment"
 
     # A corrupt upload is refused and changes nothing.
-    before = (ok(ops.get(VERSIONS)), Package.objects.count(), sorted(p.name for p in package_dirs["store"].rglob("*")))
+    before = (ok(ops.get(VERSIONS)), Package.objects.count(), StoredFile.objects.count())
     corrupt = wheel2.read_bytes()[:200]
     handle = io.BytesIO(corrupt)
     handle.name = "trawlshop-4.0.0-py3-none-any.whl"
@@ -87,7 +87,7 @@ def test_packaged_versions_roll_out_and_back_on_a_running_worker(package_worker,
     after_refusal = (
         ok(ops.get(VERSIONS)),
         Package.objects.count(),
-        sorted(p.name for p in package_dirs["store"].rglob("*")),
+        StoredFile.objects.count(),
     )
     assert after_refusal == before
 
@@ -125,8 +125,8 @@ def test_a_packaged_crawl_is_cancelled_and_timed_out_like_any_other(package_work
     assert {item.data["output"] for item in Item.objects.filter(last_job=after[0])} == {"v1"}
     # The child's log records are in the job's log, as an in-process crawl's are.
     log = api.get(f"/api/jobs/{after[0].pk}/log/").content.decode()
-    assert " INFO scrapy.core.engine Spider opened" in log, log
-    assert f" INFO packaged_follow packaged v1 parsed {shop_site.url}/product-1.html" in log, log
+    assert " INFO trawl.package.scrapy.core.engine Spider opened" in log, log
+    assert f" INFO trawl.package.packaged_follow packaged v1 parsed {shop_site.url}/product-1.html" in log, log
 
 
 def test_a_failing_packaged_canary_is_rolled_back_and_compared(package_worker, package_dirs, shop_site, api):

@@ -32,6 +32,11 @@ __all__ = [
 
 LOW = 50
 
+# Prefork semantics for the order and fair-share tests here: a slot is a process (several crawls per process take
+# as many messages at once and start them together, their order then their claims' race). The Redis broker's
+# fair-share test (tests/e2e/test_fairshare_e2e.py) runs at the default crawls per process.
+ONE_CRAWL_PER_PROCESS = {"TRAWL_CRAWLS_PER_PROCESS": "1"}
+
 
 @pytest.fixture(autouse=True)
 def empty_queues():
@@ -54,7 +59,7 @@ def crawl_worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
 @pytest.fixture
 def worker(django_db_setup, django_db_blocker, redis_server, tmp_path):
     """The fair-share test's worker (its own fixture of the same name runs it on the session's broker)."""
-    worker = Worker(queues="crawls,control", concurrency=2, log_dir=tmp_path)
+    worker = Worker(queues="crawls,control", concurrency=2, env=ONE_CRAWL_PER_PROCESS, log_dir=tmp_path)
     with running_alone(worker):
         yield worker
 
@@ -111,7 +116,9 @@ def test_a_priority_100_job_starts_before_the_queued_priority_1_jobs(api, builti
     urgent = api.post("/api/jobs/", {"url": url, "priority": 100, "options": {"maxdepth": 0}}, format="json")
     assert urgent.status_code == 201, urgent.content
 
-    worker = Worker(queues="crawls,control", concurrency=1, log_dir=tmp_path)  # one slot, started after they queued
+    # One slot, started after they queued. Several crawls per process would take as many messages at once and start
+    # them together: the order this test reads is RabbitMQ's, not the race between their claims.
+    worker = Worker(queues="crawls,control", concurrency=1, env=ONE_CRAWL_PER_PROCESS, log_dir=tmp_path)
     with running_alone(worker):
         deadline = time.monotonic() + 180
         while CrawlJob.objects.filter(started_at__isnull=False).count() < 4:

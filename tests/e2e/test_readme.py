@@ -83,14 +83,10 @@ def myproject(tmp_path) -> Path:
 
 
 @pytest.fixture
-def package_store(settings, tmp_path) -> dict[str, str]:
-    """Where wheels and package environments go, for this process (the live server) and the worker alike."""
-    store, envs = tmp_path / "packages", tmp_path / "package-envs"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "packages": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": store}},
-    }
-    return {"TRAWL_PACKAGE_DIR": str(store), "TRAWL_PACKAGE_CACHE_DIR": str(envs), "TRAWL_PACKAGE_NO_INDEX": "1"}
+def package_store(tmp_path) -> dict[str, str]:
+    """Where the worker builds package environments. Wheels go to the package storage: the (test) database this
+    process (the live server) and the worker share."""
+    return {"TRAWL_PACKAGE_CACHE_DIR": str(tmp_path / "package-envs"), "TRAWL_PACKAGE_NO_INDEX": "1"}
 
 
 @pytest.fixture

@@ -11,18 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.postgres import SERVER, postgres_answers
+
 ROOT = Path(__file__).resolve().parents[2]
-SERVER = "postgres://postgres@127.0.0.1:5432"
-
-
-def postgres_answers() -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(f"{SERVER}/postgres", connect_timeout=3):
-            return True
-    except Exception:
-        return False
 
 
 @pytest.mark.skipif(not postgres_answers(), reason=f"no PostgreSQL at {SERVER}")

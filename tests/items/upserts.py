@@ -12,4 +12,6 @@ from items.services import items_upsert
 
 def job_items_upsert(*, job: CrawlJob, items: list[dict[str, Any]]) -> Counter:
     tenant_id = job_tenant_id(requester_id=job.requester_id)
-    return items_upsert(job_id=job.pk, scraper_id=job.scraper_id, tenant_id=tenant_id, items=items)
+    return items_upsert(
+        job_id=job.pk, scraper_id=job.scraper_id, tenant_id=tenant_id, items=items, source_id=job.source_id
+    )

@@ -9,6 +9,7 @@ import pytest
 
 from ops import stats
 from ops.stats import (
+    domain_totals,
     job_dimensions,
     job_numbers,
     stats_per_minute,
@@ -187,7 +188,7 @@ def test_a_finished_job_is_logged_and_counted(stats_prefix, builtins, caplog):
     assert fields["id"] == str(job.pk)
     assert (fields["version"], fields["domain"], fields["outcome"]) == ("link/none", "www.shop.test", "failed")
     assert (fields["error_class"], fields["duration"], fields["pages"]) == ("http_4xx", "2.500", "2")
-    lifetime = summarize(stats_windows(windows=())["lifetime"]["domain"]["www.shop.test"])
+    lifetime = summarize(domain_totals(kind="domain", names=["www.shop.test"])["www.shop.test"])
     assert lifetime["jobs"]["failed"] == 1
     assert lifetime["status_codes"] == {"404": 2}
 
@@ -202,6 +203,26 @@ def test_a_queued_job_cancelled_is_counted_once_as_cancelled(stats_prefix, built
 
     job_cancel(job=job)
 
-    lifetime = summarize(stats_windows(windows=())["lifetime"]["domain"]["cancel.test"])
+    lifetime = summarize(domain_totals(kind="domain", names=["cancel.test"])["cancel.test"])
     assert lifetime["jobs"] == {"succeeded": 0, "failed": 0, "cancelled": 1, "dead": 0, "total": 1}
     assert lifetime["error_classes"] == {"cancelled": 1}
+
+
+def test_lifetime_counters_gain_no_field_per_domain_and_forget_idle_domains(stats_prefix, settings):
+    for number in range(20):
+        finish(ago=0, domain=f"d{number}.test")
+    client = get_redis()
+
+    fields = client.hkeys(stats._key("total"))
+    assert fields and not any("d1.test" in field for field in fields), "the lifetime hash holds no domain"
+    assert domain_totals(kind="domain", names=["d3.test"])["d3.test"]["jobs:succeeded"] == 1
+    assert 0 < client.ttl(stats.domain_total_key("domain", "d3.test")) <= settings.TRAWL_STATS_DOMAIN_TTL
+    assert client.zcard(stats._key("domains", "domain")) == 20
+
+    later = NOW + settings.TRAWL_STATS_DOMAIN_TTL + 60  # every domain idle for longer than the TTL; one job ends
+    stats_record(
+        at=later, dimensions=job_dimensions(domain="new.test", scraper="link", version="1"), numbers={"pages": 1}
+    )
+
+    assert client.zrange(stats._key("domains", "domain"), 0, -1) == ["new.test"], "idle domains left the ranking"
+    assert client.zcard(stats._key("domains_seen", "domain")) == 1

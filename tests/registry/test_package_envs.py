@@ -4,6 +4,7 @@ touching Trawl's; pruned only when unused and not held by a running child."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
 import subprocess
@@ -12,12 +13,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from registry.models import ScraperVersion
 from registry.packages.envs import EnvBuildError, _build_environment, _pip_install, env_lease, env_of, envs_prune
 from registry.services.packages import packages_unused, version_upload
-from tests.packages import dep_wheels, shop_wheel
+from tests.packages import dep_wheels, hostile_source_tree, shop_wheel, wheel_build
 from tests.registry.factories import make_scraper
 
 pytestmark = pytest.mark.django_db
@@ -136,3 +138,57 @@ def test_venv_and_pip_get_an_allow_listed_environment(monkeypatch):
     assert not [name for name, value in environment.items() if value == "secret"]
     assert environment["PIP_INDEX_URL"] == "https://pypi.example/simple" and environment["PATH"] == os.environ["PATH"]
     assert "--only-binary" in _pip_install(env_of("0" * 64), Path("x.whl"))
+
+
+def uploaded(wheel: Path) -> ScraperVersion:
+    with open(wheel, "rb") as handle:
+        return version_upload(
+            scraper=make_scraper("deep"), package=handle, filename=wheel.name, version="1.0.0", spider="deep.spiders.S"
+        )
+
+
+def test_a_direct_url_requirement_deep_in_the_dependencies_is_refused_before_pip_fetches_it(tmp_path):
+    """A wheel of the wheelhouse needs `trawlevil @ file:///<source tree>`: pip, even with --only-binary :all:,
+    would run that tree's build backend. The build fails naming it, and the backend never ran."""
+    marker = tmp_path / "backend-ran"
+    tree = hostile_source_tree(tmp_path / "evilsrc", marker=marker)
+    middle = [f"trawlevil @ {tree.as_uri()}"]
+    wheel_build(
+        tmp_path / "wheelhouse",
+        name="trawlmiddle",
+        version="1.0",
+        files={"trawlmiddle/__init__.py": ""},
+        requires=middle,
+    )
+    files = {"deep/__init__.py": "", "deep/spiders.py": "import scrapy\n\n\nclass S(scrapy.Spider):\n    name = 's'\n"}
+    version = uploaded(
+        wheel_build(tmp_path / "src", name="deep", version="1.0", files=files, requires=["trawlmiddle==1.0"])
+    )
+
+    with pytest.raises(EnvBuildError) as failure:
+        env_lease(package=version.package)
+
+    assert "Trawl refuses direct URL requirements: trawlmiddle requires 'trawlevil @ file://" in failure.value.message
+    assert not marker.exists(), "the direct URL's build backend ran on the worker"
+
+
+def test_a_stored_wheel_with_a_direct_url_requirement_is_refused_before_pip_runs(tmp_path):
+    """Stored before uploads were checked for them: the build checks the wheel's own METADATA again."""
+    marker = tmp_path / "backend-ran"
+    tree = hostile_source_tree(tmp_path / "evilsrc", marker=marker)
+    version = packaged(tmp_path, dep="1.0")
+    files = {"trawlshop/__init__.py": "", "trawlshop/spiders.py": ""}
+    forged = wheel_build(
+        tmp_path / "forged", name="trawlshop", version="1.0.0", files=files, requires=[f"x @ {tree.as_uri()}"]
+    )
+    storage_path = Path(settings.STORAGES["packages"]["OPTIONS"]["location"]) / version.package.path
+    storage_path.write_bytes(forged.read_bytes())
+    # Uploaded as it is (its SHA-256 recorded then), only never checked for direct URLs.
+    type(version.package).objects.filter(pk=version.package.pk).update(
+        sha256=hashlib.sha256(forged.read_bytes()).hexdigest()
+    )
+    version.package.refresh_from_db()
+
+    with pytest.raises(EnvBuildError, match=r"the wheel is refused: .* is a direct URL reference"):
+        env_lease(package=version.package)
+    assert not marker.exists()

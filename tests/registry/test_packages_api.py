@@ -258,3 +258,44 @@ def test_the_size_limit_is_set_from_the_environment():
         [sys.executable, "-c", code], cwd=settings.BASE_DIR, env=variables, capture_output=True, text=True
     )
     assert (done.returncode, done.stdout.strip()) == (0, "1234"), done.stderr
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    ["trawlevil @ file:///tmp/evilsrc", "trawlevil @ https://files.example/trawlevil-1.0.tar.gz", "not a requirement!"],
+)
+def test_a_direct_url_requirement_is_a_400_naming_it_and_writes_nothing(ops, tmp_path, package_dirs, requirement):
+    files = {"trawlshop/__init__.py": "", "trawlshop/spiders.py": ""}
+    wheel = wheel_build(tmp_path, name="trawlshop", version="1.0.0", files=files, requires=["scrapy", requirement])
+
+    response = upload(ops, wheel.read_bytes(), wheel.name)
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["package"] and repr(requirement) in response.json()["package"][0]
+    nothing_written(package_dirs)
+
+
+def zip_of(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("members", "says"),
+    [
+        ({"trawlshop-1.0.0.dist-info/METADATA": b"\0" * (300 * 1024 * 1024)}, "unpacks to over"),
+        ({f"trawlshop/m{n}.py": b"" for n in range(10_001)}, "over 10000 members"),
+        ({"trawlshop/data.bin": b"\0" * (20 * 1024 * 1024)}, "compressed over 200 to one"),
+    ],
+    ids=["bomb", "members", "ratio"],
+)
+def test_a_zip_bomb_is_refused_unread(ops, tmp_path, package_dirs, members, says):
+    """The zip check runs in the web process: an archive past the bounds is refused from its directory alone."""
+    response = upload(ops, zip_of(members), "trawlshop-1.0.0-py3-none-any.whl")
+
+    assert response.status_code == 400, response.content
+    assert says in response.json()["package"][0] and "refused, unread" in response.json()["package"][0]
+    nothing_written(package_dirs)

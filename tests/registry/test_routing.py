@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from project.errors import TrawlError
-from registry.models import Scraper, ScraperVersion
+from registry.models import Package, PackageStatus, Scraper, ScraperVersion
 from registry.services import version_route
 
 pytestmark = pytest.mark.django_db
@@ -229,3 +229,28 @@ def test_a_job_records_the_version_it_ran_with(scraper, add, monkeypatch):
         execution.job_execute(job_id=str(job.pk), attempt=1, worker="test")
 
     assert CrawlJob.objects.get(pk=job.pk).version == chosen
+
+
+def test_nothing_to_route_to_names_the_packaged_versions_that_cannot_run_and_why(scraper, add):
+    def package(n: int) -> Package:
+        sha = f"{n}" * 64
+        return Package.objects.create(
+            sha256=sha, path=f"{sha}/p-{n}.whl", filename=f"p-{n}.whl", name="p", dist_version=f"{n}", size=1
+        )
+
+    log = "the environment of p-1.whl does not build here: its wheel is not in the package storage\n\npip output"
+    add("1.0.0", is_default=True, package=package(1), package_status=PackageStatus.FAILED, package_log=log)
+    add("2.0.0", variant="canary", traffic_pct=10, package=package(2), package_status=PackageStatus.BUILDING)
+
+    with pytest.raises(TrawlError) as unpinned:
+        version_route(scraper=scraper)
+    with pytest.raises(TrawlError) as by_variant:
+        version_route(scraper=scraper, variant="canary")
+
+    assert unpinned.value.message == (
+        "scraper 'demo_shop' has no version to route to: no active default version and no active version with "
+        "traffic for priority 50; the package of 'demo_shop' 2.0.0 is still building; the package of 'demo_shop' "
+        "1.0.0 failed to build: the environment of p-1.whl does not build here: its wheel is not in the package "
+        "storage"
+    )
+    assert by_variant.value.message.startswith("scraper 'demo_shop' has no active 'canary' version; the package of")

@@ -14,8 +14,10 @@ from crawls.services.crawl_spec import crawl_spec_build
 from crawls.services.shards import frontier_settings
 from registry.models import Scraper, ScraperVersion
 from runtime.guard.schemes import HTTP_DOWNLOAD_HANDLERS
+from runtime.items.bounds import ITEM_BOUNDS
 from runtime.settings.compose import scrapy_settings_for
 from runtime.settings.enforced import ENFORCED_PRIORITY, Pins, TrawlCrawler, pins_apply, pins_broken
+from runtime.watch.budget import ITEM_BUDGET
 from tests.fixtures.hostile import BLOCKS, GATE, GUARD, STRIPPING_SETTINGS, THROTTLE, SettingsStrippingSpider
 
 pytestmark = pytest.mark.django_db
@@ -91,7 +93,7 @@ def test_a_spiders_own_components_still_join_trawls(composed):
     settings = crawler_for(OwnSpider, composed).settings
 
     assert settings.getwithbase("DOWNLOADER_MIDDLEWARES")[OWN_MIDDLEWARE] == 543
-    assert enabled(settings, "ITEM_PIPELINES") == ["myproject.pipelines.OwnPipeline", HANDOFF]
+    assert enabled(settings, "ITEM_PIPELINES") == ["myproject.pipelines.OwnPipeline", ITEM_BOUNDS, ITEM_BUDGET, HANDOFF]
     assert settings.getfloat("DOWNLOAD_DELAY") == 0.25  # what is not Trawl's stays the spider's
 
 

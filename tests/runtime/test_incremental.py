@@ -70,6 +70,20 @@ def test_a_page_survives_its_stored_form():
     assert back.headers[b"ETag"] == b'"abc"'
 
 
+def test_a_forged_or_inflating_entry_is_a_miss_not_a_page(monkeypatch):
+    """A packaged version's child may write its source's cache, which a crawl in a worker process reads later."""
+    import json
+    import zlib
+
+    from runtime.incremental import cache
+
+    monkeypatch.setattr(cache, "MAX_ENTRY_BYTES", 1024 * 1024)
+    bomb = zlib.compress(b'{"url": "' + b"a" * (2 * 1024 * 1024) + b'"}')
+    forged = [zlib.compress(json.dumps(record).encode()) for record in ({"url": 1}, {"url": URL, "status": "200"})]
+    for data in (bomb, b"not zlib", zlib.compress(b"[1, 2]"), *forged):
+        assert response_loads(data) is None
+
+
 def test_incremental_needs_a_scope_and_no_opt_out():
     assert incremental_on({SCOPE_SETTING: "x"})
     assert not incremental_on({})

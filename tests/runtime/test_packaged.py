@@ -29,7 +29,7 @@ from runtime.packaged.child_redis import (
     child_redis_revoke,
     child_redis_sweep,
 )
-from runtime.packaged.children import child_discard, child_for
+from runtime.packaged.children import child_discard, child_for, child_return
 from runtime.packaged.run import _relog, _screenshot_keep, run_packaged
 from runtime.rendering.screenshots import (
     SCREENSHOT_MAX_BYTES,
@@ -56,6 +56,7 @@ def test_a_packaged_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_
     frontier = job_frontier(job)
 
     child = child_for(package_spec_of(version.package), pool=child_pool())  # started (and its environment built) first
+    child_return(child)  # warm: the crawl takes it
     try:
         started = time.monotonic()
         crawl, _ = run_packaged(
@@ -81,6 +82,7 @@ def crawl_product_page(version, site, settings: dict):
     """The packaged shop spider's crawl of one product page with these settings (plus Trawl's components), in a child
     discarded afterwards."""
     child = child_for(package_spec_of(version.package), pool=child_pool())
+    child_return(child)  # warm: the crawl takes it
     try:
         return run_packaged(
             package=package_spec_of(version.package),
@@ -200,10 +202,11 @@ def test_a_worker_process_becomes_undumpable():
 def test_a_child_log_record_is_rebuilt_from_plain_fields(caplog):
     """The child is not trusted to build the worker's log records: no exc_info, args or stack of its making."""
     hostile = {"name": "dumpspider", "levelno": 30, "msg": "hello %s", "args": ["x"], "exc_info": [1, 2, 3]}
-    with caplog.at_level(logging.INFO, logger="dumpspider"):
+    with caplog.at_level(logging.INFO, logger="trawl.package"):
         _relog({**hostile, "stack_info": "forged", "created": "soon", "levelname": "CRITICAL"})
 
     record = caplog.records[-1]
+    assert record.name == "trawl.package.dumpspider"
     assert (record.getMessage(), record.levelname, record.exc_info, record.stack_info) == (
         "hello %s",
         "WARNING",
@@ -218,7 +221,8 @@ def test_a_child_redis_user_is_its_own_and_leftovers_of_dead_workers_are_swept(d
     leftover = f"{_user_prefix()}{dead.stdout.strip()}-0000"
     get_redis().execute_command("ACL", "SETUSER", leftover, "on", ">x")
 
-    grant = child_redis_grant(url=settings.REDIS_URL, acl=True)
+    # This machine's Redis has no password: allowed here (tests/runtime/test_child_redis_passwords.py refuses it).
+    grant = child_redis_grant(url=settings.REDIS_URL, acl=True, nopass_allowed=True)
     try:
         users = get_redis().execute_command("ACL", "USERS")
         assert child_redis_sweep() == [], "a live worker's user stays"

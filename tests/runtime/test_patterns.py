@@ -11,7 +11,7 @@ from crawls.models import CrawlJob
 from crawls.services import job_create
 from crawls.services.batches import batch_create
 from project.errors import TrawlError
-from runtime.inputs.checks import config_check, options_check
+from runtime.inputs.checks import InputBounds, config_check, options_check
 from runtime.inputs.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile, patterns_compile
 from runtime.spiders.link import LinkSpider
 from runtime.spiders.selectors import SelectorsSpider
@@ -20,6 +20,8 @@ from sources.models import Source
 from sources.services.sources import source_create
 
 CATASTROPHIC_URL = "http://shop.test/" + "a" * 5000 + "!"  # Python's re would try 2**5000 splits of it
+
+BOUNDS = InputBounds(attrs_bytes=100, sitemap_urls=1000)
 
 
 # --- the pattern module ----------------------------------------------------------------------------------------
@@ -82,18 +84,28 @@ def test_re2_syntax_that_python_users_write_is_accepted():
         ({"config": {"fields": {"t": "xpath://p[re:test(., 'a')]"}}}, "config.fields.t"),
         ({"config": {"children": {"config": {"deny": [r"(a)\1"]}}}}, "config.children.config.deny.0"),
         ({"config": "allow"}, "config"),
+        ({"attrs": {"note": "x" * 101}}, "attrs"),
+        ({"attrs": ["a"]}, "attrs"),
+        ({"config": {"max_urls": 1001}}, "config.max_urls"),
+        ({"config": {"max_urls": "5"}}, "config.max_urls"),
+        ({"config": {"max_urls": 0}}, "config.max_urls"),
+        ({"config": {"children": {"config": {"max_urls": 10**9}}}}, "config.children.config.max_urls"),
     ],
 )
 def test_options_check_names_the_first_bad_field(options, field):
     with pytest.raises(PatternError) as refused:
-        options_check(options)
+        options_check(options, bounds=BOUNDS)
 
     assert refused.value.field == field
 
 
 def test_good_options_and_other_spiders_config_pass():
-    options_check({"allow_regex": ["/p/"], "maxdepth": 2, "config": {"allow": "/p/", "fields": {"t": "h1::text"}}})
-    config_check({"count": 2000, "children": {"scraper": "selectors"}})
+    options_check(
+        {"allow_regex": ["/p/"], "maxdepth": 2, "config": {"allow": "/p/", "fields": {"t": "h1::text"}}},
+        bounds=BOUNDS,
+    )
+    config_check({"count": 2000, "children": {"scraper": "selectors"}}, bounds=BOUNDS)
+    options_check({"attrs": {"note": "x" * 80}, "config": {"max_urls": 1000}}, bounds=BOUNDS)
 
 
 # --- the spiders refuse at start (options stored before the check) ---------------------------------------------

@@ -113,12 +113,12 @@ def test_a_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_task_thre
 
 
 HANDOVER_SCRIPT = """
-import json, os, pickle, sys, time, uuid
+import json, os, sys, time, uuid
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django
 django.setup()
 from scrapy import Request
-from runtime.frontier import Frontier
+from runtime.frontier import Frontier, codec
 from crawls.services.shards import job_frontier
 from runtime.frontier import scheduler
 from runtime.bridge.runner import run_spider
@@ -155,7 +155,7 @@ store = storing_tick(frontier)
 
 def tick(session):
     if "wait" in events and not queued:  # idle, waiting for the other shard: which now queues a page
-        other.commit(requests=[(pickle.dumps(Request(f"{site}/product-2.html").to_dict(), 5), 0, None)])
+        other.commit(requests=[(codec.encode(Request(f"{site}/product-2.html")), 0, None)])
         queued.append(time.monotonic())
     if "taken" in events and held:  # then finishes its own request and leaves; the crawl below may end
         other.commit(done=held)
@@ -278,3 +278,21 @@ def test_a_tick_does_not_wait_for_a_reactor_that_may_be_waiting_for_room_in_the_
 
     assert not held
     assert time.monotonic() - started < 0.2, "the tick waited for a reactor blocked on the full queue"
+
+
+def test_a_tick_holds_no_reactor_that_other_crawls_of_the_process_share():
+    """With several crawls on one reactor (the crawl host), one crawl's ticks must not hold the others' requests."""
+    from runtime.bridge import runner
+
+    session = runner.CrawlSession()
+    session.crawler = object()  # a crawl is running
+    runner._crawls_running_count(+2)  # it and another one
+    try:
+        started = time.monotonic()
+        with runner.reactor_held(session):
+            held = session.reactor_held
+    finally:
+        runner._crawls_running_count(-2)
+
+    assert not held
+    assert time.monotonic() - started < runner.REACTOR_HOLD_MAX_SECONDS, "the tick asked the reactor to wait for it"

@@ -117,3 +117,13 @@ def test_what_is_not_a_sitemap_yields_nothing_and_is_counted(response):
 
     assert parse(crawl, response) == []
     assert crawl.crawler.stats.get_value("sitemap/invalid") == 1
+
+
+def test_a_stored_max_urls_over_the_cap_is_capped_when_the_spider_starts():
+    """A job stored before the submission check (or written to the database): TRAWL_SITEMAP_MAX_URLS still holds."""
+    crawler = get_crawler(SitemapSpider, {"DOWNLOAD_MAXSIZE": 1_000_000, "TRAWL_SITEMAP_MAX_URLS": 2})
+    capped = SitemapSpider.from_crawler(crawler, url=f"{BASE}/sitemap.xml", config={"max_urls": 10**12})
+
+    assert capped.max_urls == 2
+    assert len(parse(capped, xml(f"{BASE}/sitemap.xml", URLSET))) == 2
+    assert spider(max_urls="lots").max_urls == 50_000  # not a count: the protocol's most

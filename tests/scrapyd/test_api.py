@@ -29,9 +29,9 @@ EGG = {
 }
 
 
-def egg(files=EGG) -> io.BytesIO:
+def egg(files=EGG, *, compression: int = zipfile.ZIP_STORED) -> io.BytesIO:
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
         for name, text in files.items():
             archive.writestr(name, text)
     buffer.seek(0)
@@ -150,7 +150,6 @@ def test_schedule_runs_a_spider_by_name_with_arguments_settings_priority_and_ver
         ({"project": "myproject", "spider": "nope"}, "nope"),
         ({"project": "myproject", "spider": "books", "_version": "9"}, "has no version '9'"),
         ({"project": "myproject", "spider": "books", "setting": "ROBOTSTXT_OBEY=False"}, "may not set ROBOTSTXT_OBEY"),
-        ({"project": "myproject", "spider": "books", "jobid": "mine"}, "jobid is Trawl's to choose"),
         ({"project": "myproject", "spider": "books", "priority": "high"}, "priority must be a number"),
     ],
 )
@@ -248,3 +247,16 @@ def test_a_wheel_is_accepted_too_its_settings_module_from_its_scrapy_entry_point
     version = ScraperVersion.objects.get(scraper__name="shop")
     assert (version.version, version.settings_module) == ("1.0.0+scrapyd.r7-g1a2b", "myproject.settings")
     assert version.package.filename == wheel.name
+
+
+def test_an_egg_that_is_a_zip_bomb_or_needs_a_direct_url_is_refused_and_nothing_is_written(admin):
+    """An egg is extracted and converted in the web process: past the zip bounds it is refused unread; one whose
+    requires.txt names a direct URL (which pip would build from source on a worker) is refused naming it."""
+    bomb = egg({**EGG, "myproject/data.bin": "\0" * (20 * 1024 * 1024)}, compression=zipfile.ZIP_DEFLATED)
+    answer = admin.post("/scrapyd/addversion.json", {"project": "p", "version": "1", "egg": bomb}).json()
+    assert answer["status"] == "error" and "compressed over 200 to one" in answer["message"], answer
+
+    direct = egg({**EGG, "EGG-INFO/requires.txt": "trawlevil@ file:///tmp/evilsrc\n"})
+    answer = admin.post("/scrapyd/addversion.json", {"project": "p", "version": "1", "egg": direct}).json()
+    assert answer["status"] == "error" and "direct URL reference" in answer["message"], answer
+    assert not ScraperVersion.objects.filter(scraper__name="p").exists()

@@ -125,13 +125,9 @@ class StrippingSpider(scrapy.Spider):
 
 
 @pytest.fixture
-def package_dirs(settings, tmp_path) -> dict[str, Path]:
-    dirs = {name: tmp_path / name for name in ("store", "envs", "wheelhouse", "src")}
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "packages": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": dirs["store"]}},
-    }
-    return dirs
+def package_dirs(tmp_path) -> dict[str, Path]:
+    # Wheels go to the package storage (the test database by default), which the worker shares.
+    return {name: tmp_path / name for name in ("envs", "wheelhouse", "src")}
 
 
 @pytest.fixture
@@ -143,10 +139,12 @@ def package_mode_worker(mode, mode_web_settings, package_dirs, django_db_setup, 
 
     env = {
         **MODES[mode],
-        "TRAWL_PACKAGE_DIR": str(package_dirs["store"]),
         "TRAWL_PACKAGE_CACHE_DIR": str(package_dirs["envs"]),
         "TRAWL_PACKAGE_FIND_LINKS": str(package_dirs["wheelhouse"]),
         "TRAWL_PACKAGE_NO_INDEX": "1",
+        # This machine's Redis has no password, which the production settings refuse to start a child with
+        # (tests/security/test_packaged_redis.py): allowed here, knowingly, to test everything else.
+        "TRAWL_PACKAGE_REDIS_NOPASS_ALLOWED": "1",
     }
     with running_alone(Worker(env=env, log_dir=tmp_path)) as worker:
         yield worker

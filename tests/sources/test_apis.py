@@ -60,6 +60,7 @@ def test_create_read_list_and_delete(ops):
         "window_start_hour": None,
         "window_end_hour": None,
         "timezone": "UTC",
+        "cron": "",
         "config": {"a": 1},
         "args": {},
         "last_run_at": None,

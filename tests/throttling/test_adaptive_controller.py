@@ -32,8 +32,27 @@ def test_one_caller_closes_each_window_with_every_workers_responses():
 
     closed = [state for state in answers if state is not None]
     assert len(closed) == 2, "a window closes at its 5th response, then starts again"
-    assert closed[0].factor == pytest.approx(0.4 * CONFIG.ceiling_margin), "3 errors of 5: below the 40% that came"
+    expected = max(CONFIG.error_decrease**2, 0.4 * CONFIG.error_margin)
+    assert closed[0].factor == pytest.approx(expected), "3 errors of 5: below the 40% that came"
     assert AdaptiveState.from_redis(client.get(buckets.state_key("example.test"))) == closed[-1]
+
+
+def test_a_window_of_errors_closes_early_and_a_healthy_one_runs_its_course():
+    buckets = bench_buckets(rate=10, burst=1, ip_rate=10, ip_burst=1)
+    ctl, client = controller(buckets, window=2.0), get_redis()  # the shipped window: 2 s, closed early at 0.2 s
+
+    def observe(host: str, *, errors: int) -> AdaptiveState | None:
+        seen = Observed()
+        for number in range(5):
+            seen.add(latency=0.05, error=number < errors)
+        return ctl.observe(client, host=host, observed=seen)
+
+    assert observe("refusing.test", errors=3) is None and observe("healthy.test", errors=0) is None
+    time.sleep(2.0 * CONFIG.error_window + 0.05)  # a fraction of the window, far from all of it
+
+    refused = observe("refusing.test", errors=3)
+    assert refused is not None and refused.factor < 1, "the site refuses: acted on at once, not after 2 s"
+    assert observe("healthy.test", errors=0) is None, "a healthy window still waits for its 2 s"
 
 
 def test_the_factor_slows_every_workers_bucket():
@@ -72,7 +91,9 @@ def test_domains_without_a_rule_adapt_per_the_defaults():
         ctl.observe(client, host="unruled.test", observed=Observed().add(latency=None, error=True)) for _ in range(5)
     ]
 
-    assert states[-1] is not None and states[-1].factor == pytest.approx(0.25), "all refused: a quarter, at once"
+    # An erroring window closes at its third error (AdaptiveConfig.min_errors), before the five others need.
+    assert states[2] is not None and states[2].factor == pytest.approx(0.25), "all refused: a quarter, at once"
+    assert states[:2] == [None, None]
     assert client.get(buckets.state_key("unruled.test"))
 
 
@@ -99,8 +120,10 @@ def test_the_middleware_feeds_responses_and_timeouts_of_every_request():
     asyncio.run(run())
 
     state = AdaptiveState.from_redis(get_redis().get(buckets.state_key("example.test")))
-    assert state.factor == pytest.approx(0.5 * CONFIG.ceiling_margin), "2 errors (a 503 and a timeout) of 4 responses"
+    assert state.factor == pytest.approx(0.5 * CONFIG.error_margin), "2 errors (a 503 and a timeout) of 4 responses"
     assert crawler.stats.get_value("throttle/adaptive_decisions") == 1
+    # Indexed as slowed, by its factor: what /metrics and /api/stats/ read instead of every domain's state.
+    assert get_redis().zscore(buckets.adaptive_index_key(), "example.test") == pytest.approx(state.factor)
 
 
 def test_the_middleware_adds_a_hosts_responses_to_its_window_together():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.conf import settings
+from django.utils import timezone
 
 from crawls.services.jobs import job_create
 from project.errors import TrawlError
@@ -20,6 +20,7 @@ from throttling.services import (
     throttle_buckets,
     throttle_create,
     throttle_delete,
+    throttle_rules_check,
     throttle_rules_load,
     throttle_update,
 )
@@ -79,7 +80,21 @@ def test_rules_are_loaded_from_the_database_when_redis_has_none():
     assert before.status == STALE
     assert loaded
     assert buckets.take(client, host="example.com", egress="a").status == BLOCKED
-    assert 0 < client.ttl(buckets.rules_loaded_key) <= settings.TRAWL_THROTTLE_RULES_TTL
+    assert client.ttl(buckets.rules_loaded_key) == -1, "the mirror does not expire: it reloads when rules change"
+
+
+def test_a_rule_changed_behind_the_services_back_is_found_by_one_check_per_period(publish):
+    throttle = publish(throttle_create, domain="example.com", rate=5)
+    buckets, client = throttle_buckets(), get_redis()
+    throttle_rules_load()
+    assert throttle_rules_check() is False, "nothing changed: the database was asked, nothing reloaded"
+    DomainThrottle.objects.filter(pk=throttle.pk).update(blocked=True, updated_at=timezone.now())
+
+    assert throttle_rules_check() is False, "another process checked within the period: this one only asks Redis"
+    client.delete(f"{buckets.prefix}:{{rules}}:checked")  # the period (jittered) is over
+    assert buckets.take(client, host="example.com", egress="a").status == GRANTED, "no take waits for the check"
+    assert throttle_rules_check() is True
+    assert buckets.take(client, host="example.com", egress="a").status == BLOCKED
 
 
 def test_a_reload_drops_rules_deleted_behind_the_services_back(publish):

@@ -66,7 +66,17 @@ class Command(BaseCommand):
         parser.add_argument("--default", action="store_true", help="make it the default as it is uploaded")
         parser.add_argument("--scrapy-settings", default="{}", help='version settings, JSON: {"DOWNLOAD_DELAY": 1}')
         parser.add_argument("--url", default=os.environ.get("TRAWL_URL", ""), help="a remote Trawl (or TRAWL_URL)")
-        parser.add_argument("--token", default=os.environ.get("TRAWL_TOKEN", ""), help="admin token (or TRAWL_TOKEN)")
+        parser.add_argument(
+            "--token",
+            default="",
+            help="admin token; visible to every user of this machine in `ps` while deploy runs: prefer TRAWL_TOKEN "
+            "or --token-file",
+        )
+        parser.add_argument(
+            "--token-file",
+            default=os.environ.get("TRAWL_TOKEN_FILE", ""),
+            help="a file holding the admin token (or TRAWL_TOKEN_FILE); else the TRAWL_TOKEN environment variable",
+        )
         parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the build (default 600)")
 
     def handle(self, *args, **options) -> None:
@@ -82,7 +92,7 @@ class Command(BaseCommand):
             settings=_settings(options["scrapy_settings"]),
         )
         try:
-            target: Target = RemoteTarget(options["url"], options["token"]) if options["url"] else LocalTarget()
+            target: Target = RemoteTarget(options["url"], _token(options)) if options["url"] else LocalTarget()
             deployed = deploy_run(request=request, target=target, say=self.stdout.write)
             scraper, version = deployed.scraper, deployed.version["version"]
             self.stdout.write(f"waiting for a worker to build {scraper} {version} ...")
@@ -123,3 +133,16 @@ def _crawl_command(url: str, scraper: str, version: str, start: str, spider: str
         f"  curl -s -H \"Authorization: Token $TRAWL_TOKEN\" -H 'Content-Type: application/json' \\\n"
         f"    -d {shlex.quote(body)} {url.rstrip('/')}/api/jobs/"
     )
+
+
+def _token(options: dict[str, Any]) -> str:
+    """The admin token of a remote Trawl: --token, else --token-file (TRAWL_TOKEN_FILE), else TRAWL_TOKEN. A token
+    on the command line is in every process listing of the machine; a file or the environment is not."""
+    if options["token"]:
+        return options["token"]
+    if options["token_file"]:
+        try:
+            return Path(options["token_file"]).read_text().strip()
+        except OSError as exc:
+            raise CommandError(f"--token-file: cannot read {options['token_file']}: {exc.strerror}") from None
+    return os.environ.get("TRAWL_TOKEN", "").strip()

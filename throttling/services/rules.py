@@ -1,9 +1,4 @@
-"""Throttle rules and proxies. Rules live in the database, mirrored into Redis where the bucket script reads them.
-
-Every write goes through these services, which publish the change to Redis when its transaction commits, so running
-crawls obey it from their next request on. A change made another way (a shell, a fixture) reaches Redis when the
-mirror expires (TRAWL_THROTTLE_RULES_TTL seconds) and the next worker that notices reloads it from the database.
-"""
+"""Throttle rules and proxies: the writes (the mirror into Redis is throttling/services/mirror.py)."""
 
 from __future__ import annotations
 
@@ -31,9 +26,20 @@ from throttling.models import DomainThrottle, Proxy
 
 logger = logging.getLogger("trawl.throttle")
 
-FIELDS = ("rate", "burst", "ip_rate", "ip_burst", "scale", "blocked", "adaptive", "concurrency", "note")
+FIELDS = (
+    "rate",
+    "burst",
+    "ip_rate",
+    "ip_burst",
+    "scale",
+    "blocked",
+    "adaptive",
+    "concurrency",
+    "obey_crawl_delay",
+    "max_pages_per_job",
+    "note",
+)
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
-_LOAD_LOCK_SECONDS = 30
 
 
 def default_limits() -> Limits:
@@ -86,6 +92,8 @@ def throttle_limits(throttle: DomainThrottle) -> Limits:
         blocked=throttle.blocked,
         adaptive=throttle.adaptive,
         concurrency=throttle.concurrency,
+        obey_crawl_delay=throttle.obey_crawl_delay,
+        max_pages_per_job=throttle.max_pages_per_job or 0,
     )
 
 
@@ -93,6 +101,7 @@ def throttle_limits(throttle: DomainThrottle) -> Limits:
 def throttle_create(*, domain: str, **fields: Any) -> DomainThrottle:
     """A rule for `domain`; fields left out take the defaults unknown domains get."""
     values = {**asdict(default_limits()), "blocked": False, "note": ""}
+    values["max_pages_per_job"] = values["max_pages_per_job"] or None
     values.update({name: value for name, value in fields.items() if name in FIELDS})
     if DomainThrottle.objects.filter(domain=domain_normalize(domain)).exists():
         raise TrawlError(f"{domain} already has a throttle rule; change it with PUT or PATCH", field="domain")
@@ -123,6 +132,7 @@ def throttle_save(*, throttle: DomainThrottle) -> DomainThrottle:
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise TrawlError(messages[0], field=field) from exc
+    throttle.max_pages_per_job = throttle.max_pages_per_job or None  # 0 (the defaults' "no limit") is stored as none
     previous = DomainThrottle.objects.filter(pk=throttle.pk).values_list("domain", flat=True).first()
     throttle.save()
     domain, limits = throttle.domain, throttle_limits(throttle)
@@ -165,48 +175,6 @@ def throttle_publish(*, domain: str, limits: Limits | None, previous: str | None
     logger.info("throttle rule published domain=%s limits=%s", domain, limits)
 
 
-def throttle_rules_load() -> bool:
-    """Mirror every rule into Redis and mark the mirror fresh for TRAWL_THROTTLE_RULES_TTL seconds.
-
-    Called by a worker whose bucket script found no fresh mirror. Only one process loads at a time; the others get
-    False and ask the script again shortly. The rules are written first (each in its domain's slot), then the index
-    and the freshness marker, only if no rule was published meanwhile (the version did not move): else we read the
-    database and write everything again.
-    """
-    client, buckets = get_redis(), throttle_buckets()
-    lock = f"{buckets.prefix}:loading"
-    if not client.set(lock, "1", nx=True, ex=_LOAD_LOCK_SECONDS):
-        return False
-    try:
-        while True:
-            version = client.get(buckets.version_key)
-            rules = {row.domain: throttle_limits(row) for row in DomainThrottle.objects.all()}
-            gone = set(client.smembers(buckets.rules_index_key)) - set(rules)
-            with client.pipeline(transaction=False) as pipe:
-                for domain in gone:
-                    pipe.delete(buckets.rule_key(domain))
-                for domain, limits in rules.items():
-                    pipe.set(buckets.rule_key(domain), limits.as_redis())
-                pipe.execute()
-            with client.pipeline(transaction=True) as pipe:
-                try:
-                    pipe.watch(buckets.version_key)
-                    if pipe.get(buckets.version_key) != version:
-                        continue
-                    pipe.multi()
-                    pipe.delete(buckets.rules_index_key)
-                    if rules:
-                        pipe.sadd(buckets.rules_index_key, *rules)
-                    pipe.set(buckets.rules_loaded_key, "1", ex=settings.TRAWL_THROTTLE_RULES_TTL)
-                    pipe.execute()
-                    logger.info("throttle rules loaded into redis count=%d", len(rules))
-                    return True
-                except redis.WatchError:
-                    continue
-    finally:
-        client.delete(lock)
-
-
 def throttle_adaptive_states(domains: list[str]) -> dict[str, AdaptiveState]:
     """The controller's current state of each domain (a factor of 1 where it has none); Redis away: all at 1."""
     if not domains:
@@ -235,35 +203,32 @@ def throttle_effective(throttle: DomainThrottle, state: AdaptiveState | None = N
     }
 
 
-def throttle_adaptive_report() -> list[dict[str, Any]]:
-    """Every domain the controller holds below its configured rate now (rules and unruled domains alike)."""
-    client, buckets = get_redis(), throttle_buckets()
+def throttle_robots(throttle: DomainThrottle) -> dict[str, Any]:
+    """What the rule's site asked for in its robots.txt, as a crawl last read it (throttling/robots.py): seconds
+    between requests (None: nothing, or not read within TRAWL_THROTTLE_ROBOTS_TTL), and whether it applies."""
+    return throttle_robots_many([throttle])[throttle.domain]
+
+
+def throttle_robots_many(throttles: list[DomainThrottle]) -> dict[str, dict[str, Any]]:
+    """throttle_robots of each rule, read in one MGET (a page of the API's list); Redis away: nothing known."""
+    if not throttles:
+        return {}
     try:
-        keys = sorted(client.scan_iter(f"{buckets.prefix}:adaptive:*", count=1000))
-        values = mget_across_slots(client, keys) if keys else []
+        keys = [throttle_buckets().robots_key(throttle.domain) for throttle in throttles]
+        values = mget_across_slots(get_redis(), keys)
     except redis.RedisError:
-        return []
-    domains = [buckets.domain_of_key(key) for key in keys]
-    rules = {row.domain: row for row in DomainThrottle.objects.filter(domain__in=domains)}
-    report = []
-    for domain, value in zip(domains, values, strict=True):
-        state = AdaptiveState.from_redis(value)
-        rule = rules.get(domain)
-        if rule is not None and not rule.adaptive:
-            continue
-        limits = throttle_limits(rule) if rule is not None else default_limits()
-        report.append(
-            {
-                "domain": domain,
-                "rule": rule is not None,
-                "configured_rate": round(limits.rate * limits.scale, 4),
-                "effective_rate": round(limits.rate * limits.scale * state.factor, 4),
-                "factor": round(state.factor, 4),
-                "cause": state.cause,
-                "reason": state.reason or "at the configured rate",
-            }
-        )
-    return report
+        values = [None] * len(throttles)
+    return {throttle.domain: _robots(throttle, value) for throttle, value in zip(throttles, values, strict=True)}
+
+
+def _robots(throttle: DomainThrottle, value: str | bytes | None) -> dict[str, Any]:
+    if not value:
+        return {"robots_delay": None, "robots_reason": "no Crawl-delay or Request-rate (as last read)"}
+    rate, _, delay = (float(part) for part in (value.decode() if isinstance(value, bytes) else value).split()[:3])
+    if not throttle.obey_crawl_delay:
+        return {"robots_delay": delay, "robots_reason": f"{delay:g}s between requests, ignored by this rule"}
+    applies = "applies" if rate < throttle.rate * throttle.scale else "the rule is slower already"
+    return {"robots_delay": delay, "robots_reason": f"{delay:g}s between requests ({applies})"}
 
 
 def throttle_for_host(host: str) -> DomainThrottle | None:

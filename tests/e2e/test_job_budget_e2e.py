@@ -1,0 +1,65 @@
+"""`max_pages` / `max_items` through the REST API and a real worker: counted at the site, not in Trawl's stats."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sites import LocalSite
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+PAGES = 40
+
+
+@pytest.fixture(scope="module")
+def wide_site(tmp_path_factory):
+    """40 pages: the index links to the 39 others, so a crawl has many requests in flight at once."""
+    root = tmp_path_factory.mktemp("wide")
+    (root / "robots.txt").write_text("User-agent: *\nDisallow:\n")
+    links = "".join(f'<a href="/p{n}.html">{n}</a>' for n in range(1, PAGES))
+    (root / "index.html").write_text(f"<html><title>Index</title><body>{links}</body></html>")
+    for n in range(1, PAGES):
+        (root / f"p{n}.html").write_text(f"<html><title>Page {n}</title><body>page {n}</body></html>")
+    with LocalSite(root) as site:
+        yield site
+
+
+def pages_hit(site) -> int:
+    return sum(count for path, count in site.hits.items() if path != "/robots.txt")
+
+
+def test_max_pages_5_fetches_at_most_5_pages_and_succeeds(api, builtins, wide_site, job_waiter):
+    wide_site.hits.clear()
+    response = api.post(
+        "/api/jobs/", {"url": f"{wide_site.url}/index.html", "options": {"maxdepth": 2, "max_pages": 5}}, format="json"
+    )
+    assert response.status_code == 201, response.content
+
+    job = job_waiter(response.json()["id"])
+
+    assert job.status == "succeeded", job.error_message
+    assert job.stats["closed_by"] == "max_pages"
+    assert pages_hit(wide_site) <= 5
+    assert job.stats["pages"] == 5
+
+
+def test_max_items_ends_the_job_with_that_many_items(api, builtins, wide_site, job_waiter):
+    response = api.post(
+        "/api/jobs/", {"url": f"{wide_site.url}/index.html", "options": {"maxdepth": 2, "max_items": 3}}, format="json"
+    )
+    assert response.status_code == 201, response.content
+
+    job = job_waiter(response.json()["id"])
+
+    assert job.status == "succeeded", job.error_message
+    assert job.stats["closed_by"] == "max_items"
+    assert api.get(f"/api/jobs/{job.pk}/items/").json()["count"] == 3
+
+
+def test_unbounded_option_is_a_400_naming_it(api, builtins, wide_site):
+    response = api.post(
+        "/api/jobs/", {"url": f"{wide_site.url}/index.html", "options": {"max_pages": 0}}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "max_pages" in response.json()["options"]

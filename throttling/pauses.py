@@ -1,0 +1,66 @@
+"""A site's pause (a 429/503 with Retry-After): shared with every worker through the domain's bucket, and noted in
+this process, where requests that took their token ahead (throttling/buckets.lua) sleep until it comes: one that
+wakes after its site asked for the pause asks again instead of going."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis
+from scrapy import Request
+from scrapy.http import Response
+from scrapy.statscollectors import StatsCollector
+from scrapy.utils.httpobj import urlparse_cached
+
+from throttling.buckets import TokenBuckets, retry_after_seconds
+from throttling.crawling import PAUSE_STATUSES
+from throttling.suffixes import registered_domain
+
+logger = logging.getLogger("trawl.throttle")
+REMEMBERED_SECONDS = 60.0  # longer than any token is taken ahead (TRAWL_THROTTLE_MAX_SLEEP)
+# Registered domain → when this process last saw it ask for a pause. Every crawl of a process shares its reactor
+# thread, which alone reads and writes this.
+_paused_at: dict[str, float] = {}
+
+
+def paused_since(host: str, since: float) -> bool:
+    """Whether `host`'s site asked for a pause at or after `since` (time.monotonic), as seen in this process."""
+    return _paused_at.get(registered_domain(host), float("-inf")) >= since
+
+
+def _pause_seen(host: str) -> None:
+    now = time.monotonic()
+    for domain in [domain for domain, at in _paused_at.items() if now - at > REMEMBERED_SECONDS]:
+        del _paused_at[domain]
+    _paused_at[registered_domain(host)] = now
+
+
+async def pause_if_asked(
+    buckets: TokenBuckets,
+    client: Callable[[], Awaitable[Any]],
+    request: Request,
+    response: Response,
+    *,
+    max_pause: float,
+    stats: StatsCollector,
+) -> None:
+    """A 429/503 with Retry-After pauses its domain for every worker (at most `max_pause` seconds); `client()` gives
+    the crawl's Redis client, asked for only then."""
+    if response.status not in PAUSE_STATUSES:
+        return
+    seconds = retry_after_seconds(response.headers.get(b"Retry-After"), now=time.time())
+    host = urlparse_cached(request).hostname
+    if not seconds or not host:
+        return
+    seconds = min(seconds, max_pause)
+    _pause_seen(host)
+    try:
+        await buckets.pause_async(await client(), host=host, seconds=seconds)
+    except redis.RedisError as exc:  # sharing the pause is best effort; the response is the site's
+        logger.warning("throttle: could not pause %s (redis: %s)", host, exc)
+        return
+    stats.inc_value("throttle/paused")
+    logger.info("throttle: %s answered %s, pausing it for %.0fs", host, response.status, seconds)

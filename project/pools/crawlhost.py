@@ -63,6 +63,8 @@ class CrawlHostPool(BasePool):
         self.hosts: list[HostProcess] = []
         self.waiting: collections.deque[Task] = collections.deque()
         self.lock = threading.RLock()
+        # Held while a thread of the pool reports to Celery, and while a process is forked (project.pools.forksafe).
+        self.reporting = threading.RLock()
         self.ids = itertools.count(1)
         self.stopping = threading.Event()
         self.fork_wanted = threading.Event()
@@ -128,8 +130,9 @@ class CrawlHostPool(BasePool):
         with self.lock:
             self.draining = True
             unstarted, self.waiting = list(self.waiting), collections.deque()
-        for task in unstarted:
-            task_fail(task, WorkerLostError("the worker is shutting down: not started"))
+        with self.reporting:
+            for task in unstarted:
+                task_fail(task, WorkerLostError("the worker is shutting down: not started"))
 
     def on_terminate(self) -> None:
         self._end(signal.SIGKILL)
@@ -155,7 +158,8 @@ class CrawlHostPool(BasePool):
         gc.freeze()
         parent_end, child_end = FORK.Pipe()
         process = FORK.Process(target=host_main, args=(child_end, self.initargs, self.limits), daemon=True)
-        process.start()
+        with self.reporting:
+            process.start()
         child_end.close()
         host = HostProcess(process=process, conn=parent_end)
         with self.lock:
@@ -180,16 +184,18 @@ class CrawlHostPool(BasePool):
             task = host.tasks.get(message[1])
             if task is not None:
                 task.accepted_at = time.monotonic()
-                task_call(task.accept_callback, message[2], message[3])
+                with self.reporting:
+                    task_call(task.accept_callback, message[2], message[3])
         elif kind in ("done", "failed"):
             with self.lock:
                 task = host.tasks.pop(message[1], None)
                 self._dispatch()
             if task is not None and not task.timed_out:
-                if kind == "done":
-                    task_call(task.callback, message[2])
-                else:
-                    task_fail(task, RuntimeError(message[2]))
+                with self.reporting:
+                    if kind == "done":
+                        task_call(task.callback, message[2])
+                    else:
+                        task_fail(task, RuntimeError(message[2]))
         elif kind == "returned":  # the process ends soon and never started it: another one will
             with self.lock:
                 task = host.tasks.pop(message[1], None)
@@ -216,8 +222,9 @@ class CrawlHostPool(BasePool):
         if lost:
             logger.error("crawl host %s ended (exit code %s) holding %s task(s)", host.process.pid, code, len(lost))
         how = f"signal {-code} ({signal.Signals(-code).name})" if code and code < 0 else f"exitcode {code}"
-        for task in lost:
-            task_fail(task, WorkerLostError(f"Worker exited prematurely: {how} Job: {task.id}."))
+        with self.reporting:
+            for task in lost:
+                task_fail(task, WorkerLostError(f"Worker exited prematurely: {how} Job: {task.id}."))
 
     def _replace(self) -> None:
         """Ask the forking thread for processes until P take tasks. Never fork here: a process dies with the thread

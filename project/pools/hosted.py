@@ -50,7 +50,10 @@ def host_main(conn: Any, initargs: tuple, limits: HostLimits) -> None:
     """The forked process's whole life (multiprocessing ends it with os._exit when this returns)."""
     from celery.concurrency.prefork import process_destructor, process_initializer
 
+    from project.pools.forksafe import cached_property_locks_renewed
+
     global _hosting, _host
+    cached_property_locks_renewed()  # before anything here reads one: a parent's thread may have held its lock
     _hosting = True  # before worker_process_init: its receivers ask
     _main_thread_adopted()
     process_initializer(*initargs)

@@ -35,7 +35,7 @@ from throttling.crawling import (
     throttle_options,
 )
 from throttling.observations import Observations
-from throttling.pauses import pause_if_asked, paused_since
+from throttling.pauses import pause_if_asked, token_void
 from throttling.robots import RobotsReader
 from throttling.rule_limits import RuleLimits
 from throttling.slots import SlotLedger
@@ -116,7 +116,7 @@ class ThrottleMiddleware:
         if self.limits.check_due():  # rules changed behind the services' back (services.py)
             self._call(self.limits.check_rules())
         await self.limits.apply(await self._client(), request, host)
-        waited, egress = 0.0, egress_of(request, self.egress)
+        waited, egress, voided = 0.0, egress_of(request, self.egress), False
         while True:
             # Before the take: a pause noted while its answer was on its way (process_response ran first) still counts.
             asked = time.monotonic()
@@ -133,9 +133,11 @@ class ThrottleMiddleware:
                 self.request_ended(request)
                 raise
             waited += decision.after
-            if not paused_since(host, asked):
+            if not token_void(host, asked, after_error=not voided):
                 break
-            self.request_ended(request)  # its site asked for a pause meanwhile: the token is void, ask again
+            voided = True
+            self.stats.inc_value("throttle/reserved_void")
+            self.request_ended(request)  # its site asked for a pause or refused meanwhile (pauses.py): ask again
         self.stats.inc_value("throttle/requests")
         if waited:
             self.stats.inc_value("throttle/delayed")

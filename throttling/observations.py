@@ -1,5 +1,6 @@
 """What a crawl's responses showed of each host (latency, errors), gathered for OBSERVE_SECONDS and then handed to
-the adaptive controller in one call, instead of one Redis call per response."""
+the adaptive controller in one call, instead of one Redis call per response. An error is also noted at once for the
+requests of this process asleep on a token taken ahead (pauses.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 from collections.abc import Callable
 
 from throttling.controller import OBSERVE_SECONDS, Observed
+from throttling.pauses import error_seen
 
 
 class Observations:
@@ -20,6 +22,8 @@ class Observations:
             observed = self.pending[host] = Observed()
             asyncio.get_running_loop().call_later(OBSERVE_SECONDS, self.flush, host)
         observed.add(latency=latency, error=error)
+        if error:
+            error_seen(host)
 
     def flush(self, host: str) -> None:
         observed = self.pending.pop(host, None)

@@ -1,6 +1,8 @@
 """A site's pause (a 429/503 with Retry-After): shared with every worker through the domain's bucket, and noted in
 this process, where requests that took their token ahead (throttling/buckets.lua) sleep until it comes: one that
-wakes after its site asked for the pause asks again instead of going."""
+wakes after its site asked for the pause asks again instead of going. An error answer (a 5xx, a timeout) voids such
+a token too, once per request: it was taken at a rate the adaptive controller is about to cut, and the bucket, whose
+schedule the void tokens already filled, hands out the next ones at the cut rate."""
 
 from __future__ import annotations
 
@@ -21,21 +23,30 @@ from throttling.suffixes import registered_domain
 
 logger = logging.getLogger("trawl.throttle")
 REMEMBERED_SECONDS = 60.0  # longer than any token is taken ahead (TRAWL_THROTTLE_MAX_SLEEP)
-# Registered domain → when this process last saw it ask for a pause. Every crawl of a process shares its reactor
-# thread, which alone reads and writes this.
+# Registered domain → when this process last saw it ask for a pause, or answer an error. Every crawl of a process
+# shares its reactor thread, which alone reads and writes these.
 _paused_at: dict[str, float] = {}
+_erred_at: dict[str, float] = {}
 
 
-def paused_since(host: str, since: float) -> bool:
-    """Whether `host`'s site asked for a pause at or after `since` (time.monotonic), as seen in this process."""
-    return _paused_at.get(registered_domain(host), float("-inf")) >= since
+def token_void(host: str, asked: float, *, after_error: bool) -> bool:
+    """Whether a token asked for at `asked` (time.monotonic) and taken ahead must not be used: `host`'s site asked for
+    a pause since, or (when `after_error`: a request's first void only, so a site erring on every answer is still
+    crawled, at its cut rate) answered an error since, as seen in this process."""
+    domain = registered_domain(host)
+    erred = after_error and _erred_at.get(domain, float("-inf")) >= asked
+    return erred or _paused_at.get(domain, float("-inf")) >= asked
 
 
-def _pause_seen(host: str) -> None:
+def error_seen(host: str) -> None:
+    _note(_erred_at, host)
+
+
+def _note(seen: dict[str, float], host: str) -> None:
     now = time.monotonic()
-    for domain in [domain for domain, at in _paused_at.items() if now - at > REMEMBERED_SECONDS]:
-        del _paused_at[domain]
-    _paused_at[registered_domain(host)] = now
+    for domain in [domain for domain, at in seen.items() if now - at > REMEMBERED_SECONDS]:
+        del seen[domain]
+    seen[registered_domain(host)] = now
 
 
 async def pause_if_asked(
@@ -56,7 +67,7 @@ async def pause_if_asked(
     if not seconds or not host:
         return
     seconds = min(seconds, max_pause)
-    _pause_seen(host)
+    _note(_paused_at, host)
     try:
         await buckets.pause_async(await client(), host=host, seconds=seconds)
     except redis.RedisError as exc:  # sharing the pause is best effort; the response is the site's

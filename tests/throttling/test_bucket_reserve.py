@@ -121,3 +121,34 @@ def test_a_pause_asked_for_while_a_request_sleeps_on_its_token_makes_it_wait_the
     assert waited >= 0.95, "the site asked every worker to wait a second: a token taken before that does not count"
     assert crawler.stats.get_value("throttle/paused") == 1
     assert crawler.stats.get_value("throttle/requests") == 2
+
+
+def test_an_error_answered_while_a_request_sleeps_on_its_token_voids_it_once(rule):
+    """The token was taken at the rate the site just refused (the controller cuts it in a moment): the request asks
+    again and goes on the bucket's next token; a second error meanwhile does not void that one (a site that errs on
+    every answer is still crawled, at its cut rate)."""
+    from scrapy.http import Response
+
+    crawler = trawl_crawler(Spider, {})
+    middleware = ThrottleMiddleware.from_crawler(crawler)
+    assert middleware.controller is not None, "adaptive politeness is on by default"
+
+    async def crawl():
+        first = Request("https://www.example.com/1")
+        await middleware.process_request(first)  # the only token
+        started = time.monotonic()
+        second = asyncio.ensure_future(middleware.process_request(Request("https://www.example.com/2")))
+        await asyncio.sleep(0.05)  # /2 took the next token ahead and sleeps until it comes (+0.25 s)
+        await middleware.process_response(first, Response(first.url, status=503, request=first))
+        await asyncio.sleep(0.3)  # /2 woke, gave its token up and took the one after (+0.5 s)
+        await middleware.process_response(first, Response(first.url, status=500, request=first))
+        await second
+        sent = time.monotonic()
+        await middleware.close()
+        return sent - started
+
+    waited = asyncio.run(crawl())
+
+    assert waited >= 0.45, "sent on the bucket's next token, not the one it had taken before the error"
+    assert crawler.stats.get_value("throttle/reserved_void") == 1
+    assert crawler.stats.get_value("throttle/requests") == 2

@@ -33,6 +33,7 @@ from crawls.timeouts import job_timeout
 from crawls.worker.shutdown import crawling
 from crawls.worker.stalls import reactor_watched
 from project.errors import InfrastructureUnavailable, TrawlError
+from project.pools.hosted import claim_turn
 from project.sentry import sentry_job_tags
 from registry.services import version_route
 from registry.services.packages import packages_unused
@@ -66,7 +67,8 @@ def job_execute(
     if shard:
         job = shard_join(job_id=job_id, attempt=attempt, shard=shard, worker=worker)
     else:
-        job = job_claim_fair(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=slot_soft_limit)
+        with claim_turn():  # a crawl host's claims in the order of their messages: the queue's priority order
+            job = job_claim_fair(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=slot_soft_limit)
     if job is None:
         current, url = CrawlJob.objects.filter(pk=job_id).values_list("status", "url").first() or ("missing", "")
         logger.info("job %s attempt %s shard %s not claimed (status %s)", job_id, attempt, shard, current)
@@ -139,8 +141,9 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
             return {"status": JobStatus.QUEUED, "url": job.url, "job_id": str(job.pk), "requeued": True, "shard": shard}
         if _left_for_others(job, crawl):
             return shard_leave(job=job, frontier=frontier, stats=stats)
-        if crawl.finish_reason == "finished" and not crawl.stopped_because:
-            frontier.others_final()  # the job's numbers include every shard's last pages
+        if not crawl.stopped_because and not crawl.crawl_error:
+            # Ended by itself: its part done, or the job's max_pages reached, which closes every shard at once.
+            frontier.others_final(progress=stats)  # the job's numbers include every shard's last pages
         stats = {**frontier.total(stats, final=True), "finish_reason": stats.get("finish_reason", "")}
     return _outcome(job, crawl, stats, ingest=ingest, scrapy_settings=scrapy_settings)
 

@@ -139,6 +139,9 @@ class AttemptCause(StrEnum):
     # was replaced. Spider code or requester input that does it again must not run forever.
     REACTOR_STALLED = "reactor_stalled"
     PROCESS_RECYCLED = "process_recycled"  # another crawl of its process stalled the reactor: not this job's doing
+    # Its process grew past worker_max_memory_per_child and handed every crawl back (project.pools.hosted). Which
+    # crawl grew it is not known: each spends an attempt, so a job that does it on every attempt ends.
+    MEMORY_RECYCLED = "memory_recycled"
 
 
 @dataclass(frozen=True)
@@ -163,10 +166,12 @@ SPENDS_ATTEMPT = {
     AttemptCause.FRONTIER_LOST: False,
     AttemptCause.REACTOR_STALLED: True,
     AttemptCause.PROCESS_RECYCLED: False,
+    AttemptCause.MEMORY_RECYCLED: True,
 }
 ENDS_AFTER_LAST_ATTEMPT = {
     AttemptCause.WORKER_LOST: ErrorClass.WORKER_LOST,
     AttemptCause.REACTOR_STALLED: ErrorClass.REACTOR_STALLED,
+    AttemptCause.MEMORY_RECYCLED: ErrorClass.MEMORY_EXCEEDED,
 }
 
 

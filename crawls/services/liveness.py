@@ -32,6 +32,7 @@ from crawls.models import CrawlJob, JobStatus
 from crawls.services.ingestion import ItemIngest
 from crawls.services.shards import Shard
 from crawls.worker.shutdown import shutdown_requested
+from project.pools.hosted import memory_recycling
 from runtime.bridge.outcome import job_stats
 from runtime.bridge.runner import CrawlSession, live_stats
 from runtime.frontier import FrontierLost
@@ -87,9 +88,11 @@ class CrawlTick:
     def _beat(self, session: CrawlSession) -> str:
         if self.shard is not None and shutdown_requested():
             if not self.handed_back:
-                logger.warning("job %s: SIGTERM, handing the running crawl back to the queue", self.job.pk)
+                memory = memory_recycling()
+                why = "its process is past its memory bound" if memory else "SIGTERM"
+                logger.warning("job %s: %s, handing the running crawl back to the queue", self.job.pk, why)
                 self.handed_back = True
-                self.shard.requeue_now()
+                self.shard.requeue_now(memory=memory)
             return "shutdown"
         # Every tick, not every heartbeat: one EXISTS a tick is cheap, and a cancel must land within about a second.
         if self._cancel_asked():

@@ -95,9 +95,12 @@ class Shard:
             "pages_by_shard": {member: snapshot.get("pages", 0) for member, snapshot in sorted(snapshots.items())},
         }
 
-    def others_final(self, *, timeout: float = FINAL_WAIT_SECONDS) -> bool:
-        """The last shard to leave waits (bounded) for this attempt's other shards to record their final numbers: they
-        left the frontier with every item stored, but the stats of their last pages come as their tasks end."""
+    def others_final(self, *, progress: dict[str, Any], timeout: float = FINAL_WAIT_SECONDS) -> bool:
+        """The shard that ends the job waits (bounded) for this attempt's other shards to record their final numbers:
+        they left the frontier with every item stored, but the stats of their last pages come as their tasks end.
+        This shard's own `progress` is recorded final first: shards that a job's bound closed together wait for each
+        other."""
+        self.frontier.stored(0, progress={**progress, FINAL: True})
         deadline = time.monotonic() + timeout
         while True:
             snapshots = self.frontier.progress()
@@ -121,11 +124,14 @@ class Shard:
         snapshot = self.frontier.progress().get(self.frontier.member, {})
         return self.total({**snapshot, counted: snapshot.get(counted, 0) + 1})
 
-    def requeue_now(self) -> bool:
-        """Warm shutdown: hand this shard's requests back and give the job a new attempt for another worker."""
+    def requeue_now(self, *, memory: bool = False) -> bool:
+        """Warm shutdown, or the process past its memory bound (`memory`): hand this shard's requests back and give
+        the job a new attempt for another worker (or end it: attempt_verdict)."""
         returned = self.frontier.release()
-        reason = f"worker shutting down; shard {self.index} handed {returned} request(s) back to the frontier"
-        return job_attempt_over(job=self.job, cause=AttemptCause.WARM_SHUTDOWN, reason=reason) is not None
+        why = "its process grew past its memory bound" if memory else "worker shutting down"
+        reason = f"{why}; shard {self.index} handed {returned} request(s) back to the frontier"
+        cause = AttemptCause.MEMORY_RECYCLED if memory else AttemptCause.WARM_SHUTDOWN
+        return job_attempt_over(job=self.job, cause=cause, reason=reason) is not None
 
 
 def stats_sum(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:

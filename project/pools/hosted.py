@@ -10,21 +10,33 @@ for crawls that may run for hours.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from project.pools.turns import Turns
 
 logger = logging.getLogger("trawl.pool")
 MEMORY_CHECK_SECONDS = 2.0
 TASK_THREAD_PREFIX = "crawl-task"  # the threads running tasks: a record of one belongs to its own task or none
 _hosting = False
 _host: Host | None = None
+_memory_recycling = False
+_task = threading.local()  # a task thread's claim ticket (project.pools.turns)
+
+
+def memory_recycling() -> bool:
+    """Whether this process hands its crawls back because it grew past worker_max_memory_per_child (and not for an
+    operator's SIGTERM): each crawl's attempt then counts against it (crawls.services.lifecycle)."""
+    return _memory_recycling
 
 
 def hosting() -> bool:
@@ -37,6 +49,21 @@ def host_recycling(why: str) -> None:
     the ones sent to it and not started yet go back to the pool for another process (no-op outside a crawl host)."""
     if _host is not None:
         _host.recycle(why)
+
+
+@contextlib.contextmanager
+def claim_turn() -> Iterator[None]:
+    """Around a task's claim of its job: in a crawl host, after the claims of the tasks that came before it (their
+    messages' order is the queue's priority order); elsewhere at once."""
+    ticket = getattr(_task, "ticket", None)
+    if _host is None or ticket is None:
+        yield
+        return
+    _host.turns.wait(ticket)
+    try:
+        yield
+    finally:
+        _host.turns.done(ticket)
 
 
 @dataclass(frozen=True)
@@ -82,6 +109,7 @@ class Host:
         self.closing = False  # takes no more tasks: ends once those it has are done
         self.returning = False  # ends soon: tasks not started yet go back (`returned`) for another process
         self.executor = ThreadPoolExecutor(max_workers=limits.crawls, thread_name_prefix=TASK_THREAD_PREFIX)
+        self.turns = Turns()
 
     def send(self, message: tuple) -> None:
         with self.sending:
@@ -108,20 +136,22 @@ class Host:
                 self.send(("returned", task_id))
                 return
             self.running[task_id] = 0
-            self.executor.submit(self._run, task_id, target, args, kwargs)
+            self.executor.submit(self._run, task_id, self.turns.issue(), target, args, kwargs)
         elif kind == "soft":
             self._interrupt(message[1])
         elif kind == "stop":
             self.closing = True
 
-    def _run(self, task_id: int, target: Any, args: Any, kwargs: Any) -> None:
+    def _run(self, task_id: int, ticket: int, target: Any, args: Any, kwargs: Any) -> None:
         from celery.concurrency.base import apply_target
         from django.db import connections
 
         if self.returning:
             self.running.pop(task_id, None)
+            self.turns.done(ticket)
             self.send(("returned", task_id))
             return
+        _task.ticket = ticket
         self.running[task_id] = threading.get_ident()
         self.taken += 1
         if self.limits.max_tasks and self.taken >= self.limits.max_tasks:
@@ -138,6 +168,8 @@ class Host:
             logger.exception("task %s failed outside its tracer", task_id)
             self.send(("failed", task_id, f"{type(exc).__name__}: {exc}"))
         finally:
+            _task.ticket = None
+            self.turns.done(ticket)  # a task that never claimed holds no later one
             connections.close_all()  # this thread's: an idle thread holds no database connection
             self.running.pop(task_id, None)
 
@@ -166,11 +198,13 @@ class Host:
             self.send(("closing",))
 
     def _watch_memory(self) -> None:
+        global _memory_recycling
         while not self.closing:
             time.sleep(MEMORY_CHECK_SECONDS)
             resident = resident_kb()
             if resident > (self.limits.max_memory_kb or resident):
                 self.recycle(f"holds {resident} KiB, over worker_max_memory_per_child; its crawls hand their work back")
+                _memory_recycling = True
                 os.kill(os.getpid(), signal.SIGTERM)  # crawls.worker.shutdown: every crawl of this process hands back
                 return
 

@@ -33,6 +33,7 @@ class ErrorClass(models.TextChoices):
     MONITOR = "monitor", "A monitor failed the job"
     BLOCKED_TARGET = "blocked_target", "Target refused (private address)"
     REACTOR_STALLED = "reactor_stalled", "Held its process's reactor (replaced)"
+    MEMORY_EXCEEDED = "memory_exceeded", "Its process grew past its memory bound on every attempt"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ AGAIN_SPENT = AttemptVerdict(again=True, spends_attempt=True)
 AGAIN_FREE = AttemptVerdict(again=True, spends_attempt=False)
 DEAD = AttemptVerdict(again=False, spends_attempt=False, error_class=ErrorClass.WORKER_LOST)
 STALLED = AttemptVerdict(again=False, spends_attempt=False, error_class=ErrorClass.REACTOR_STALLED)
+GREW = AttemptVerdict(again=False, spends_attempt=False, error_class=ErrorClass.MEMORY_EXCEEDED)
 
 
 @pytest.mark.parametrize(
@@ -37,6 +38,10 @@ STALLED = AttemptVerdict(again=False, spends_attempt=False, error_class=ErrorCla
         (AttemptCause.REACTOR_STALLED, 3, 3, STALLED),
         (AttemptCause.PROCESS_RECYCLED, 1, 3, AGAIN_FREE),
         (AttemptCause.PROCESS_RECYCLED, 3, 3, AGAIN_FREE),
+        # A process past its memory bound hands every crawl back, not knowing which grew it: each spends an attempt,
+        # and a job whose every attempt ends so is not retried forever.
+        (AttemptCause.MEMORY_RECYCLED, 1, 3, AGAIN_SPENT),
+        (AttemptCause.MEMORY_RECYCLED, 3, 3, GREW),
     ],
 )
 def test_the_decision_table(cause, attempt, max_attempts, verdict):
@@ -50,6 +55,6 @@ def test_every_cause_has_a_verdict_on_every_attempt(cause):
         assert verdict.again or verdict.error_class, (cause, attempt)
 
 
-def test_only_a_lost_worker_and_a_stalled_reactor_end_a_job():
+def test_only_a_lost_worker_a_stalled_reactor_and_a_process_past_its_memory_bound_end_a_job():
     ending = {cause for cause in AttemptCause if not attempt_verdict(cause=cause, attempt=9, max_attempts=1).again}
-    assert ending == {AttemptCause.WORKER_LOST, AttemptCause.REACTOR_STALLED}
+    assert ending == {AttemptCause.WORKER_LOST, AttemptCause.REACTOR_STALLED, AttemptCause.MEMORY_RECYCLED}

@@ -104,7 +104,7 @@ def test_the_last_shard_waits_for_the_others_final_numbers(requester, builtins):
     late.start()
     started = time.monotonic()
     try:
-        assert last.others_final(timeout=10) is True
+        assert last.others_final(progress={"pages": 5}, timeout=10) is True
         waited = time.monotonic() - started
         total = last.total({"pages": 5}, final=True)
     finally:
@@ -126,7 +126,7 @@ def test_a_shard_that_ends_before_it_ever_recorded_numbers_is_still_waited_for(r
     late = threading.Timer(0.3, lambda: first.total({"pages": 5}, final=True))
     late.start()
     try:
-        assert last.others_final(timeout=10) is True
+        assert last.others_final(progress={"pages": 0}, timeout=10) is True
         total = last.total({"pages": 0}, final=True)
     finally:
         late.cancel()
@@ -135,12 +135,38 @@ def test_a_shard_that_ends_before_it_ever_recorded_numbers_is_still_waited_for(r
     assert total["pages"] == 5, total
 
 
+def test_shards_that_the_jobs_max_pages_closed_together_wait_for_each_other_not_for_the_timeout(requester, builtins):
+    """Neither left the frontier to the other: each ends the job itself, each first waiting for the other's final
+    numbers. Each records its own before it waits, so neither waits out the timeout, and both see both: the shard
+    that ended the job first once counted only its own (pages 0, `failed`, while the other had fetched all 5)."""
+    job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
+    first, second = Shard(job, index=0), Shard(job, index=1)
+    first.scrapy_settings()
+    second.scrapy_settings()
+    answers: dict[int, bool] = {}
+    ended = [
+        threading.Thread(target=lambda: answers.update({0: first.others_final(progress={"pages": 5}, timeout=60)})),
+        threading.Thread(target=lambda: answers.update({1: second.others_final(progress={"pages": 0}, timeout=60)})),
+    ]
+    try:
+        for thread in ended:
+            thread.start()
+        for thread in ended:
+            thread.join(120)
+        totals = [first.total({"pages": 5}, final=True)["pages"], second.total({"pages": 0}, final=True)["pages"]]
+    finally:
+        first.frontier.delete()
+
+    assert answers == {0: True, 1: True}, "one waited out its timeout"
+    assert totals == [5, 5]
+
+
 def test_a_shard_that_never_sends_final_numbers_holds_the_end_only_briefly(requester, builtins):
     job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
     last, dead = Shard(job, index=0), Shard(job, index=1)
     dead.total({"pages": 3})  # died after leaving the frontier
     try:
-        assert last.others_final(timeout=0.2) is False
+        assert last.others_final(progress={"pages": 4}, timeout=0.2) is False
         assert last.total({"pages": 4}, final=True)["pages"] == 7
     finally:
         last.frontier.delete()

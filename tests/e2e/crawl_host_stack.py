@@ -54,6 +54,17 @@ class MemoryHogSpider(scrapy.Spider):
         yield from response.follow_all(css="a", callback=self.parse)
 
 
+class GreedySpider(scrapy.Spider):
+    """Holds 400 MiB from its first page on, on every attempt: a crawl whose every process grows past the bound."""
+
+    name = "greedy"
+
+    def parse(self, response):
+        self.held = getattr(self, "held", None) or b"x" * HOG_BYTES
+        yield {"url": response.url}
+        yield from response.follow_all(css="a", callback=self.parse)
+
+
 class GaugedSite(TreeSite):
     """A TreeSite that also counts the page requests it is answering at once (`most`: the highest count seen)."""
 

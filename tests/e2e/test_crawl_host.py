@@ -211,3 +211,20 @@ def test_a_process_past_its_memory_bound_hands_every_crawl_back_and_is_replaced(
     assert first_pid not in worker.pool_pids()  # replaced
     assert set(other_site.page_hits()) == other_site.all_paths()  # handed back, continued, nothing lost
     assert all(cluster.pid_of(job) != first_pid for job in ended)
+
+
+def test_a_crawl_that_grows_every_process_it_runs_in_ends_memory_exceeded_after_its_attempts(
+    api, builtins, fast_throttle, sites, memory_bound
+):
+    """Without it, the job went round for ever: handed back, taken by the next process, grown past the bound again."""
+    cluster = memory_bound
+    [worker] = cluster.crawlers
+    [site] = sites(1, pages=255, delay=0.3)  # more than three attempts fetch before their process is measured
+    scraper_with("greedy", "tests.e2e.crawl_host_stack.GreedySpider")
+    greedy = submit(api, url=f"{site.url}/p/0", scraper="greedy")
+
+    [ended] = wait_until(lambda: all_ended([greedy]), timeout=240, why="never ended", cluster=cluster)
+
+    assert (ended.status, ended.error_class, ended.attempt) == ("failed", "memory_exceeded", 3), ended.error_message
+    assert "grew past its memory bound" in ended.error_message
+    assert worker.log_tail(800).count("over worker_max_memory_per_child") >= 3

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 
 from project.redis import get_redis
+from project.redis.installation import installation_id
+from runtime.packaged.child_redis import USER_PREFIX
 from tests.clients import client_for
 from tests.packages import wheel_build
 from tests.security.test_packaged_secrets import (
@@ -33,7 +35,10 @@ def packaged_worker(child_users_swept, package_dirs, monkeypatch, request):
 
 
 def child_users() -> set[str]:
-    return {user for user in get_redis().execute_command("ACL", "USERS") if user.startswith("trawl-child-")}
+    """This installation's (its test database's): the Redis server's ACL users are shared with the tests that other
+    pytest workers run at the same time, some of which start package children."""
+    mine = f"{USER_PREFIX}{installation_id()}-"
+    return {user for user in get_redis().execute_command("ACL", "USERS") if user.startswith(mine)}
 
 
 def test_no_package_child_starts_on_a_redis_without_a_password_in_production(packaged_worker, package_dirs, mode):

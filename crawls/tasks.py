@@ -11,6 +11,7 @@ from crawls.services.execution import job_execute
 from crawls.services.reaper import jobs_reap
 from crawls.worker.failures import CrawlFailed, crawl_failure_raise
 from project.messaging.messages import shared_task_aliased
+from project.pools.hosted import claims_in_order
 
 
 # `url` only names the crawl in `celery inspect active` and Flower; the job row is the truth. The result (Flower's
@@ -27,6 +28,9 @@ def run_crawl(self, job_id: str, attempt: int = 1, url: str = "", shard: int = 0
     result = job_execute(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=soft_limit, shard=shard)
     crawl_failure_raise(result)
     return result
+
+
+claims_in_order(run_crawl.name)  # in a crawl host, in the order its messages came (crawls.services.execution)
 
 
 # On the crawls queue: the machine that builds it is one that runs its crawls (its first job starts warm there).

@@ -55,7 +55,7 @@ def test_the_child_takes_a_cached_property_lock_a_parent_thread_held_at_the_fork
 
 
 def test_without_new_locks_the_child_would_be_stuck_on_it():
-    """What the crawl host's task threads met: every result they stored waited for a lock nobody would release."""
+    """Every result a task thread stores would wait for a lock nobody is left to release."""
     assert fork_while_a_thread_holds_the_backend_client_lock(renew=False) == 3
 
 

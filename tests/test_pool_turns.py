@@ -13,7 +13,7 @@ def test_claims_go_in_ticket_order_whatever_order_the_threads_start_in():
     tickets = [turns.issue() for _ in range(8)]
 
     def claim(ticket: int) -> None:
-        turns.wait(ticket, timeout=60)
+        assert turns.wait(ticket, timeout=60)
         claimed.append(ticket)
         turns.done(ticket)
 
@@ -40,10 +40,13 @@ def test_a_task_that_ends_without_claiming_holds_no_later_one():
     assert waited.is_set()
 
 
-def test_a_claim_that_never_ends_holds_the_next_one_only_for_the_bound():
+def test_a_claim_that_never_ends_holds_the_next_one_only_for_the_bound_and_no_later_one_at_all():
     turns = Turns()
-    turns.issue()  # claimed, and stuck
-    second = turns.issue()
-    started = time.monotonic()
-    turns.wait(second, timeout=0.2)
-    assert time.monotonic() - started >= 0.2
+    stuck = turns.issue()  # claimed, and stuck
+    second, third = turns.issue(), turns.issue()
+    assert turns.wait(second, timeout=0.2) is False
+    turns.done(second)
+
+    assert turns.wait(third, timeout=60) is True, "the third waited for the stuck one too"
+    turns.done(stuck)  # ends at last: changes nothing
+    assert turns.issue() == 3

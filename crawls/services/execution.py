@@ -34,6 +34,7 @@ from crawls.worker.shutdown import crawling
 from crawls.worker.stalls import reactor_watched
 from project.errors import InfrastructureUnavailable, TrawlError
 from project.pools.hosted import claim_turn
+from project.pools.memory import crawl_weighed
 from project.sentry import sentry_job_tags
 from registry.services import version_route
 from registry.services.packages import packages_unused
@@ -65,7 +66,8 @@ def job_execute(
     The message is a slot at its priority: the job that runs may be another requester's (crawls/fairshare.py).
     A shard message (`shard` > 0) is not a slot: it joins its own job, a parallel one already running."""
     if shard:
-        job = shard_join(job_id=job_id, attempt=attempt, shard=shard, worker=worker)
+        with claim_turn():  # not a slot, but a claim all the same: a shard holds no later claim while it crawls
+            job = shard_join(job_id=job_id, attempt=attempt, shard=shard, worker=worker)
     else:
         with claim_turn():  # a crawl host's claims in the order of their messages: the queue's priority order
             job = job_claim_fair(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=slot_soft_limit)
@@ -115,7 +117,8 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     )
     tick = CrawlTick(job, ingest=ingest, shard=frontier)
     try:
-        with reactor_watched(job=job, tick=tick, shard=frontier):  # a stalled reactor hands it back (worker/stalls)
+        spider = partial(_spider_of, tick)  # weighed if its process passes its memory bound (project.pools.memory)
+        with reactor_watched(job=job, tick=tick, shard=frontier), crawl_weighed(f"{job.pk}:{shard}", spider):
             crawl, session = run(
                 settings=scrapy_settings,
                 spider_kwargs=spider_kwargs(job, args=spec.args),
@@ -138,12 +141,15 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     stats = {**job_stats(crawl.stats), **ingest.item_counts(), **_closed_by(crawl.finish_reason)}
     if frontier is not None:
         if crawl.stopped_because == "shutdown":  # requeued already: another worker continues from the frontier
+            if tick.handed_back_as is not None and tick.handed_back_as.status != JobStatus.QUEUED:
+                return _result(tick.handed_back_as)  # ended instead (its memory bound, on its last attempt)
             return {"status": JobStatus.QUEUED, "url": job.url, "job_id": str(job.pk), "requeued": True, "shard": shard}
         if _left_for_others(job, crawl):
             return shard_leave(job=job, frontier=frontier, stats=stats)
-        if not crawl.stopped_because and not crawl.crawl_error:
-            # Ended by itself: its part done, or the job's max_pages reached, which closes every shard at once.
-            frontier.others_final(progress=stats)  # the job's numbers include every shard's last pages
+        if not crawl.stopped_because and (crawl.finish_reason == "finished" or closed_by(crawl.finish_reason)):
+            # Its part done, or the job's max_pages / max_items reached, which closes each shard at its next page:
+            # the job's numbers include every shard's last pages.
+            frontier.others_final(progress=stats)
         stats = {**frontier.total(stats, final=True), "finish_reason": stats.get("finish_reason", "")}
     return _outcome(job, crawl, stats, ingest=ingest, scrapy_settings=scrapy_settings)
 
@@ -217,6 +223,11 @@ def _closed_by(finish_reason: str) -> dict[str, str]:
     """`closed_by: max_pages` (or `max_items`) in the stats of a job its budget ended (runtime.watch.budget)."""
     option = closed_by(finish_reason)
     return {"closed_by": option} if option else {}
+
+
+def _spider_of(tick: CrawlTick) -> Any:
+    crawler = tick.session.crawler if tick.session is not None else None
+    return getattr(crawler, "spider", None)
 
 
 def _ended(job: CrawlJob, error_class: str, message: str, **outcome: Any) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from crawls.services.ingestion import ItemIngest
 from crawls.services.shards import Shard
 from crawls.worker.shutdown import shutdown_requested
 from project.pools.hosted import memory_recycling
+from project.pools.memory import memory_suspect
 from runtime.bridge.outcome import job_stats
 from runtime.bridge.runner import CrawlSession, live_stats
 from runtime.frontier import FrontierLost
@@ -61,6 +62,7 @@ class CrawlTick:
         self.ingest = ingest
         self.shard = shard  # the job's frontier in Redis, when this crawl uses it
         self.handed_back = False  # a warm shutdown requeued the job
+        self.handed_back_as: CrawlJob | None = None  # the job after it: queued again, or ended (its memory bound)
         self.heartbeat_every = settings.TRAWL_HEARTBEAT_SECONDS
         self.last_beat = self.last_progress = time.monotonic()
         self.db_down_since: float | None = None
@@ -92,7 +94,11 @@ class CrawlTick:
                 why = "its process is past its memory bound" if memory else "SIGTERM"
                 logger.warning("job %s: %s, handing the running crawl back to the queue", self.job.pk, why)
                 self.handed_back = True
-                self.shard.requeue_now(memory=memory)
+                if memory:  # this attempt's numbers into the job's first: it may end the job
+                    stats = self.progress(live_stats(session))
+                    heartbeat_write(job_id=self.job.pk, attempt=self.job.attempt, stats=stats)
+                suspect = memory_suspect(f"{self.job.pk}:{self.shard.index}")
+                self.handed_back_as = self.shard.requeue_now(memory=memory, suspect=suspect)
             return "shutdown"
         # Every tick, not every heartbeat: one EXISTS a tick is cheap, and a cancel must land within about a second.
         if self._cancel_asked():

@@ -124,14 +124,25 @@ class Shard:
         snapshot = self.frontier.progress().get(self.frontier.member, {})
         return self.total({**snapshot, counted: snapshot.get(counted, 0) + 1})
 
-    def requeue_now(self, *, memory: bool = False) -> bool:
-        """Warm shutdown, or the process past its memory bound (`memory`): hand this shard's requests back and give
-        the job a new attempt for another worker (or end it: attempt_verdict)."""
+    def requeue_now(self, *, memory: bool = False, suspect: bool = True) -> CrawlJob | None:
+        """Warm shutdown, or the process past its memory bound (`memory`; `suspect`: this crawl grew it, as far as
+        project.pools.memory could tell): hand this shard's requests back and give the job a new attempt for another
+        worker, or end it (attempt_verdict); the job as it is then (None: this attempt no longer ran it)."""
         returned = self.frontier.release()
-        why = "its process grew past its memory bound" if memory else "worker shutting down"
-        reason = f"{why}; shard {self.index} handed {returned} request(s) back to the frontier"
-        cause = AttemptCause.MEMORY_RECYCLED if memory else AttemptCause.WARM_SHUTDOWN
-        return job_attempt_over(job=self.job, cause=cause, reason=reason) is not None
+        if not memory:
+            reason = f"worker shutting down; shard {self.index} handed {returned} request(s) back to the frontier"
+            return job_attempt_over(job=self.job, cause=AttemptCause.WARM_SHUTDOWN, reason=reason)
+        if not suspect:
+            reason = f"another crawl of its process grew it past its memory bound; {returned} request(s) handed back"
+            return job_attempt_over(job=self.job, cause=AttemptCause.PROCESS_RECYCLED, reason=reason)
+        reason = f"its process grew past its memory bound; shard {self.index} handed {returned} request(s) back"
+        end_message = (
+            f"its process grew past its memory bound (worker_max_memory_per_child) on each of its {self.job.attempt} "
+            "attempts: the crawl holds more than a crawl process may"
+        )
+        return job_attempt_over(
+            job=self.job, cause=AttemptCause.MEMORY_RECYCLED, reason=reason, end_message=end_message
+        )
 
 
 def stats_sum(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:

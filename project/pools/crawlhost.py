@@ -130,9 +130,10 @@ class CrawlHostPool(BasePool):
         with self.lock:
             self.draining = True
             unstarted, self.waiting = list(self.waiting), collections.deque()
-        with self.reporting:
-            for task in unstarted:
-                task_fail(task, WorkerLostError("the worker is shutting down: not started"))
+        # Not under `reporting`: this runs in a signal handler of the main thread, which a reader holding it may wait
+        # for. No process is forked once draining (_keep), so none can inherit a lock these reports take.
+        for task in unstarted:
+            task_fail(task, WorkerLostError("the worker is shutting down: not started"))
 
     def on_terminate(self) -> None:
         self._end(signal.SIGKILL)
@@ -238,7 +239,7 @@ class CrawlHostPool(BasePool):
             self.fork_wanted.clear()
             while not self.stopping.is_set():
                 with self.lock:
-                    short = sum(not host.closing for host in self.hosts) < self.processes
+                    short = sum(not host.closing for host in self.hosts) < self.processes and not self.draining
                 if not short:
                     break
                 self._fork()

@@ -6,8 +6,8 @@ that thread does not exist. Two things keep the child clear of that.
   under way: `CrawlHostPool.reporting` (project.pools.crawlhost).
 - Python 3.11's `functools.cached_property`, and kombu's subclass of it, hold one lock per *descriptor*, shared by
   every instance of the class (Celery's `RedisBackend.client` among them): a thread of the parent reading any
-  backend's client at the fork left the child's task threads stuck on their first result. The child gives every such
-  descriptor a new lock before it runs anything.
+  backend's client at the fork would keep the child's task threads waiting on their first result for ever. The child
+  gives every such descriptor a new lock before it runs anything.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from project.pools.memory import suspects_find
 from project.pools.turns import Turns
 
 logger = logging.getLogger("trawl.pool")
@@ -31,6 +32,13 @@ _hosting = False
 _host: Host | None = None
 _memory_recycling = False
 _task = threading.local()  # a task thread's claim ticket (project.pools.turns)
+_claiming_tasks: set[str] = set()
+
+
+def claims_in_order(task_name: str) -> None:
+    """Tasks of this name claim a job at their start (claim_turn): a crawl host gives them a ticket as they come.
+    Any other task takes none, so it never holds a claim however long it runs."""
+    _claiming_tasks.add(task_name)
 
 
 def memory_recycling() -> bool:
@@ -116,6 +124,7 @@ class Host:
             self.conn.send(message)
 
     def serve(self) -> None:
+        self.idle_kb = resident_kb()  # what it holds before any crawl: the growth is measured from here
         if self.limits.max_memory_kb:
             threading.Thread(target=self._watch_memory, name="crawlhost-memory", daemon=True).start()
         while not (self.closing and not self.running):
@@ -136,19 +145,20 @@ class Host:
                 self.send(("returned", task_id))
                 return
             self.running[task_id] = 0
-            self.executor.submit(self._run, task_id, self.turns.issue(), target, args, kwargs)
+            claims = bool(args) and args[0] in _claiming_tasks  # Celery's tracer: (task name, task id, ...)
+            self.executor.submit(self._run, task_id, self.turns.issue() if claims else None, target, args, kwargs)
         elif kind == "soft":
             self._interrupt(message[1])
         elif kind == "stop":
             self.closing = True
 
-    def _run(self, task_id: int, ticket: int, target: Any, args: Any, kwargs: Any) -> None:
+    def _run(self, task_id: int, ticket: int | None, target: Any, args: Any, kwargs: Any) -> None:
         from celery.concurrency.base import apply_target
         from django.db import connections
 
         if self.returning:
             self.running.pop(task_id, None)
-            self.turns.done(ticket)
+            self._turn_passed(ticket)
             self.send(("returned", task_id))
             return
         _task.ticket = ticket
@@ -168,10 +178,14 @@ class Host:
             logger.exception("task %s failed outside its tracer", task_id)
             self.send(("failed", task_id, f"{type(exc).__name__}: {exc}"))
         finally:
+            self.running.pop(task_id, None)  # first: a soft limit raised here late must not leave it "running"
             _task.ticket = None
-            self.turns.done(ticket)  # a task that never claimed holds no later one
+            self._turn_passed(ticket)  # a task that never claimed holds no later one
             connections.close_all()  # this thread's: an idle thread holds no database connection
-            self.running.pop(task_id, None)
+
+    def _turn_passed(self, ticket: int | None) -> None:
+        if ticket is not None:
+            self.turns.done(ticket)
 
     def _answer(self, task_id: int, result: Any) -> None:
         try:
@@ -204,6 +218,7 @@ class Host:
             resident = resident_kb()
             if resident > (self.limits.max_memory_kb or resident):
                 self.recycle(f"holds {resident} KiB, over worker_max_memory_per_child; its crawls hand their work back")
+                suspects_find(max(0, resident - self.idle_kb) * 1024)  # which crawl spends an attempt for it
                 _memory_recycling = True
                 os.kill(os.getpid(), signal.SIGTERM)  # crawls.worker.shutdown: every crawl of this process hands back
                 return

@@ -4,7 +4,8 @@ The broker hands a worker its messages highest priority first, and the pool send
 but the process starts them together, each on a thread of its own: left alone, the threads' claims race, and the
 urgent job that came first may be claimed after a dozen of the backlog it overtook in the queue (its `started_at`
 says so, and so does fair share, which decides at the claim whose job a slot runs). Each task gets a ticket as it
-comes; a claim waits until every earlier ticket has claimed or ended, for at most TURN_WAIT_SECONDS.
+comes (only tasks that claim: `claims_in_order`); a claim waits until every earlier ticket has claimed or ended, for
+at most TURN_WAIT_SECONDS, after which the earlier ones no longer hold any claim.
 """
 
 from __future__ import annotations
@@ -28,10 +29,16 @@ class Turns:
             ticket, self._issued = self._issued, self._issued + 1
             return ticket
 
-    def wait(self, ticket: int, timeout: float = TURN_WAIT_SECONDS) -> None:
+    def wait(self, ticket: int, timeout: float = TURN_WAIT_SECONDS) -> bool:
+        """Until every earlier ticket is done; False if it was not within `timeout` (it goes anyway)."""
         with self._changed:
-            if not self._changed.wait_for(lambda: self._next >= ticket, timeout):
-                logger.warning("claim %s did not get its turn within %.0fs: it goes now", ticket, timeout)
+            if self._changed.wait_for(lambda: self._next >= ticket, timeout):
+                return True
+            logger.warning("claim %s did not get its turn within %.0fs: it goes now", ticket, timeout)
+            self._done = {done for done in self._done if done > ticket}
+            self._next = ticket  # what held it holds no later claim either
+            self._changed.notify_all()
+            return False
 
     def done(self, ticket: int) -> None:
         """The ticket's claim is over (or its task ended without one); a second call is a no-op."""

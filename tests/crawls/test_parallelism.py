@@ -137,8 +137,8 @@ def test_a_shard_that_ends_before_it_ever_recorded_numbers_is_still_waited_for(r
 
 def test_shards_that_the_jobs_max_pages_closed_together_wait_for_each_other_not_for_the_timeout(requester, builtins):
     """Neither left the frontier to the other: each ends the job itself, each first waiting for the other's final
-    numbers. Each records its own before it waits, so neither waits out the timeout, and both see both: the shard
-    that ended the job first once counted only its own (pages 0, `failed`, while the other had fetched all 5)."""
+    numbers. Each records its own before it waits, so neither waits out the timeout, and both see both: counting
+    only its own, the shard that fetched nothing would end the job `failed` with pages 0."""
     job = batch_create(requester=requester, jobs=[{"url": URL, "parallelism": 2}]).jobs.get()
     first, second = Shard(job, index=0), Shard(job, index=1)
     first.scrapy_settings()

@@ -123,32 +123,50 @@ def test_a_pause_asked_for_while_a_request_sleeps_on_its_token_makes_it_wait_the
     assert crawler.stats.get_value("throttle/requests") == 2
 
 
-def test_an_error_answered_while_a_request_sleeps_on_its_token_voids_it_once(rule):
-    """The token was taken at the rate the site just refused (the controller cuts it in a moment): the request asks
-    again and goes on the bucket's next token; a second error meanwhile does not void that one (a site that errs on
-    every answer is still crawled, at its cut rate)."""
+def sleeping_on_a_reserved_token(middleware, errors_while_asleep: int, errors_after_the_void: int) -> float:
+    """/1 takes the only token, /2 the next one ahead (+0.25 s) and sleeps; its site answers `errors_while_asleep`
+    errors meanwhile, and `errors_after_the_void` more while /2 sleeps on a second token. Seconds until /2 went."""
     from scrapy.http import Response
-
-    crawler = trawl_crawler(Spider, {})
-    middleware = ThrottleMiddleware.from_crawler(crawler)
-    assert middleware.controller is not None, "adaptive politeness is on by default"
 
     async def crawl():
         first = Request("https://www.example.com/1")
-        await middleware.process_request(first)  # the only token
+        await middleware.process_request(first)
         started = time.monotonic()
         second = asyncio.ensure_future(middleware.process_request(Request("https://www.example.com/2")))
-        await asyncio.sleep(0.05)  # /2 took the next token ahead and sleeps until it comes (+0.25 s)
-        await middleware.process_response(first, Response(first.url, status=503, request=first))
-        await asyncio.sleep(0.3)  # /2 woke, gave its token up and took the one after (+0.5 s)
-        await middleware.process_response(first, Response(first.url, status=500, request=first))
+        await asyncio.sleep(0.05)
+        for _ in range(errors_while_asleep):
+            await middleware.process_response(first, Response(first.url, status=503, request=first))
+        await asyncio.sleep(0.3)  # /2 woke: went, or gave its token up and took the one after (+0.5 s)
+        for _ in range(errors_after_the_void):
+            await middleware.process_response(first, Response(first.url, status=500, request=first))
         await second
         sent = time.monotonic()
         await middleware.close()
         return sent - started
 
-    waited = asyncio.run(crawl())
+    return asyncio.run(crawl())
 
-    assert waited >= 0.45, "sent on the bucket's next token, not the one it had taken before the error"
+
+def test_errors_answered_while_a_request_sleeps_on_its_token_void_it_once(rule):
+    """The token was taken at the rate the site is refusing (the controller cuts it in a moment): the request asks
+    again and goes on the bucket's next token; more errors meanwhile do not void that one (a site that errs on every
+    answer is still crawled, at its cut rate)."""
+    crawler = trawl_crawler(Spider, {})
+    middleware = ThrottleMiddleware.from_crawler(crawler)
+    assert middleware.controller is not None, "adaptive politeness is on by default"
+
+    waited = sleeping_on_a_reserved_token(middleware, errors_while_asleep=2, errors_after_the_void=2)
+
+    assert waited >= 0.45, "sent on the bucket's next token, not the one it had taken before the errors"
     assert crawler.stats.get_value("throttle/reserved_void") == 1
+    assert crawler.stats.get_value("throttle/requests") == 2
+
+
+def test_one_stray_error_voids_no_token(rule):
+    crawler = trawl_crawler(Spider, {})
+    middleware = ThrottleMiddleware.from_crawler(crawler)
+
+    sleeping_on_a_reserved_token(middleware, errors_while_asleep=1, errors_after_the_void=0)
+
+    assert crawler.stats.get_value("throttle/reserved_void") is None, "went on the token it had taken"
     assert crawler.stats.get_value("throttle/requests") == 2

@@ -108,14 +108,14 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     _log_start(job, version, worker=worker, shard=shard)
     sentry_job_tags(job_id=job.pk, scraper=job.scraper.name, version=version.version)
     ingest = ItemIngest(job, shard=frontier)
+    tick = CrawlTick(job, ingest=ingest, shard=frontier)
     run = (
-        partial(run_spider, spider_cls=spider_cls)
+        partial(run_spider, spider_cls=spider_cls, on_session=tick.session_known)
         if spider_cls
         else partial(
             package_run, spec=spec, unused=packages_unused, pool=child_pool(), project=project_layer_for(spec=spec)
         )
     )
-    tick = CrawlTick(job, ingest=ingest, shard=frontier)
     try:
         spider = partial(_spider_of, tick)  # weighed if its process passes its memory bound (project.pools.memory)
         with reactor_watched(job=job, tick=tick, shard=frontier), crawl_weighed(f"{job.pk}:{shard}", spider):

@@ -68,6 +68,10 @@ class CrawlTick:
         self.db_down_since: float | None = None
         self.session: CrawlSession | None = None  # the crawl's, from its first tick (the reactor watchdog's suspect)
 
+    def session_known(self, session: CrawlSession) -> None:
+        """The crawl's session from before its start (an in-process crawl): its spider can be weighed at once."""
+        self.session = session
+
     def __call__(self, session: CrawlSession) -> str:
         self.session = session
         try:

@@ -177,6 +177,7 @@ def run_spider(
     timeout: float,
     on_tick: Callable[[CrawlSession], str],
     tick_seconds: float = 1.0,
+    on_session: Callable[[CrawlSession], None] | None = None,
 ) -> tuple[CrawlResult, CrawlSession]:
     """Run a crawl to its end, calling `on_tick` every tick from this thread.
 
@@ -185,6 +186,8 @@ def run_spider(
     """
     ensure_reactor()
     session = CrawlSession()
+    if on_session is not None:  # before the crawl starts: its spider is known from its first moment
+        on_session(session)
     job_log_crawler(lambda: session.crawler)  # the records of its spider go to its job's log, from any thread
     _crawls_running_count(+1)
     try:

@@ -79,6 +79,8 @@ def test_crawls_of_one_process_are_cancelled_timed_out_stalled_and_succeed_each_
     [shared_worker] = wait_until(
         lambda: running_in_one_process(ids), timeout=90, why="not all running", cluster=cluster
     )
+    # Cancelled mid-crawl: once its site has answered (its log then names its own pages).
+    wait_until(lambda: cancelled.page_hits(), timeout=60, why="the crawl to cancel fetched nothing", cluster=cluster)
     assert api.post(f"/api/jobs/{ids[1]}/cancel/").status_code == 202
     ids.append(submit(api, url=f"{spinning.url}/p/0", scraper="spinner"))
     wait_until(lambda: jobs_of(ids)[3].status == "running", timeout=60, why="the spinner never ran", cluster=cluster)

@@ -117,7 +117,7 @@ def test_a_killed_process_with_eight_crawls_resumes_every_one_from_its_frontier(
     api, builtins, fast_throttle, sites, eight_per_process
 ):
     cluster = eight_per_process
-    eight = sites(8, pages=61, delay=0.3)  # long enough that none ends before the kill on a loaded machine
+    eight = sites(8, pages=127, delay=0.3)  # long enough that none ends before the kill on a loaded machine
     ids = [crawl(api, site) for site in eight]
     [worker] = wait_until(lambda: running_in_one_process(ids), timeout=120, why="not all 8 running", cluster=cluster)
     wait_until(
@@ -126,7 +126,7 @@ def test_a_killed_process_with_eight_crawls_resumes_every_one_from_its_frontier(
     os.kill(int(worker.rsplit("/", 1)[-1]), signal.SIGKILL)
     in_flight = [in_flight_paths(job_id) for job_id in ids]  # unchanged until attempt 2 starts: the process is gone
 
-    ended = wait_ended(ids, cluster=cluster, timeout=180)
+    ended = wait_ended(ids, cluster=cluster, timeout=300)
 
     assert [(job.status, job.attempt) for job in ended] == [("succeeded", 2)] * 8, [j.error_message for j in ended]
     for site, flying in zip(eight, in_flight, strict=True):

@@ -26,41 +26,35 @@ from throttling.suffixes import registered_domain
 logger = logging.getLogger("trawl.throttle")
 REMEMBERED_SECONDS = 60.0  # longer than any token is taken ahead (TRAWL_THROTTLE_MAX_SLEEP)
 ERRORS_TO_VOID = 2
-# Registered domain → when this process last saw it ask for a pause, and its last errors. Every crawl of a process
-# shares its reactor thread, which alone reads and writes these.
-_paused_at: dict[str, float] = {}
+# Registered domain → when this process last saw it ask for a pause (the last time), and answer an error (the last
+# ERRORS_TO_VOID times). Every crawl of a process shares its reactor thread, which alone reads and writes these.
+_paused_at: dict[str, deque[float]] = {}
 _erred_at: dict[str, deque[float]] = {}
 
 
 def token_void(host: str, asked: float, *, after_error: bool) -> bool:
     """Whether a token asked for at `asked` (time.monotonic) and taken ahead must not be used: `host`'s site asked for
     a pause since, or (when `after_error`: a request's first void only, so a site erring on every answer is still
-    crawled, at its cut rate) answered an error since, as seen in this process."""
+    crawled, at its cut rate) answered ERRORS_TO_VOID errors since, as seen in this process."""
     domain = registered_domain(host)
-    errors = _erred_at.get(domain, ())
-    erred = after_error and len(errors) == ERRORS_TO_VOID and errors[0] >= asked
-    return erred or _paused_at.get(domain, float("-inf")) >= asked
+    return (after_error and _since(_erred_at, domain, asked, ERRORS_TO_VOID)) or _since(_paused_at, domain, asked, 1)
 
 
 def error_seen(host: str) -> None:
-    now, domain = time.monotonic(), registered_domain(host)
-    _forget_old(_erred_at, now)
-    _erred_at.setdefault(domain, deque(maxlen=ERRORS_TO_VOID)).append(now)
+    _note(_erred_at, host, keep=ERRORS_TO_VOID)
 
 
-def _pause_seen(host: str) -> None:
+def _since(seen: dict[str, deque[float]], domain: str, asked: float, times: int) -> bool:
+    """Whether `domain` was seen at least `times` times at or after `asked` (the deque keeps its last `times`)."""
+    last = seen.get(domain, ())
+    return len(last) == times and last[0] >= asked
+
+
+def _note(seen: dict[str, deque[float]], host: str, *, keep: int) -> None:
     now = time.monotonic()
-    _forget_old(_paused_at, now)
-    _paused_at[registered_domain(host)] = now
-
-
-def _forget_old(seen: dict, now: float) -> None:
-    for domain in [domain for domain, at in seen.items() if now - _latest(at) > REMEMBERED_SECONDS]:
+    for domain in [domain for domain, times in seen.items() if now - times[-1] > REMEMBERED_SECONDS]:
         del seen[domain]
-
-
-def _latest(at: float | deque[float]) -> float:
-    return at[-1] if isinstance(at, deque) else at
+    seen.setdefault(registered_domain(host), deque(maxlen=keep)).append(now)
 
 
 async def pause_if_asked(
@@ -81,7 +75,7 @@ async def pause_if_asked(
     if not seconds or not host:
         return
     seconds = min(seconds, max_pause)
-    _pause_seen(host)
+    _note(_paused_at, host, keep=1)
     try:
         await buckets.pause_async(await client(), host=host, seconds=seconds)
     except redis.RedisError as exc:  # sharing the pause is best effort; the response is the site's

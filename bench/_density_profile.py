@@ -109,6 +109,8 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
             stats = pstats.Stats(*profiles)
             stats.sort_stats("cumulative").print_stats(40)
             stats.sort_stats("tottime").print_stats(15)
+            if args.dump:
+                stats.dump_stats(Path(args.dump) / f"{name.replace(' ', '_')}.prof")
     return {
         "bench": "density_profile",
         "crawls": len(jobs),
@@ -126,6 +128,7 @@ def main() -> int:
     parser.add_argument("--crawls", type=int, default=50)
     parser.add_argument("--no-hold", action="store_true", help="ticks never hold the reactor")
     parser.add_argument("--profile", choices=("cpu", "wall", "off"), default="off")
+    parser.add_argument("--dump", help="a directory to write the profiles to (pstats files), for pstats' callers")
     parser.add_argument("--database-url", default=DATABASE_URL)
     parser.add_argument("--redis-url", default=BENCH_REDIS_URL)
     args = parser.parse_args()

@@ -25,10 +25,11 @@ from runtime.bridge.runner import CrawlSession, live_stats
 from runtime.frontier.bounded import RecentSet
 from runtime.spiders.discovery import is_discovered
 
-# How often a running crawl stores its items: a transaction for every item of a crawl that yields one every half
-# second is most of what a throttled crawl costs. A chunk's worth, or a crawl waiting for them, is stored at once;
-# until then they wait in the process (and, with a frontier, in the shard's write-ahead log in Redis).
-STORE_SECONDS = 2.0
+# How often a running crawl stores its items: a transaction (five statements: lock, upsert, sightings, prices,
+# categories) per handful of items was most of what a throttled crawl cost, the more so with many crawls in a process.
+# A chunk's worth, or a crawl waiting for them, is stored at once; until then they wait in the process (and, with a
+# frontier, in the shard's write-ahead log in Redis, so a process that dies loses none).
+STORE_SECONDS = 5.0
 SCRAPY_STATS_SECONDS = 0.5  # how often a frontier crawl reads Scrapy's stats to record with its stored items
 # Item fingerprints a crawl remembers having counted. One forgotten and met again is upserted again (unchanged) and
 # counted twice; never the other way round: an item is not dropped as seen when it was not.

@@ -26,7 +26,7 @@ from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from crawls.live.beats import beat_write
-from crawls.live.cancel import cancel_requested
+from crawls.live.cancel import cancel_requested_watched
 from crawls.live.progress import PROGRESS_SECONDS, progress_store
 from crawls.models import CrawlJob, JobStatus
 from crawls.services.ingestion import ItemIngest
@@ -129,7 +129,7 @@ class CrawlTick:
     def _cancel_asked(self) -> bool:
         # Redis away for a moment must not kill a crawl that only needs the database: ask again next beat.
         try:
-            return cancel_requested(job_id=self.job.id)
+            return cancel_requested_watched(job_id=self.job.id)
         except redis.RedisError as exc:
             logger.warning("job %s: cancel flag unreadable (%s); asking again next tick", self.job.pk, exc)
             return False

@@ -14,8 +14,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import trafilatura
-
 LEAD = "(lead)"
 MAX_SECTIONS = 200
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -29,6 +27,8 @@ HEADER = re.compile(r"\A---\n.*?\n---\n", re.DOTALL)
 def article_from_html(html: str, *, url: str, markdown_max: int) -> dict[str, Any]:
     """`title`, `published` (ISO date or None), `markdown` (at most `markdown_max` UTF-8 bytes: whole sections while
     they fit; `_truncated` says when some were left out) and `sections`. Empty markdown when no main text is found."""
+    import trafilatura  # imported by the first article extracted, not by every crawl process (a few MiB)
+
     document = trafilatura.extract_with_metadata(
         html,
         url=url,

@@ -25,10 +25,6 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from extruct.jsonld import JsonLdExtractor
-from extruct.opengraph import OpenGraphExtractor
-from extruct.w3cmicrodata import MicrodataExtractor
-
 logger = logging.getLogger(__name__)
 
 SYNTAXES = ("json-ld", "microdata", "opengraph")
@@ -145,6 +141,12 @@ class StructuredData:
         return self.parsed[syntax]
 
     def _parse(self, syntax: str) -> Any:
+        # extruct (with rdflib, html5lib, mf2py: ~7 MiB) is imported by the first page read, not by every crawl
+        # process: most crawls never read structured data.
+        from extruct.jsonld import JsonLdExtractor
+        from extruct.opengraph import OpenGraphExtractor
+        from extruct.w3cmicrodata import MicrodataExtractor
+
         try:
             if syntax == "json-ld":
                 return ranked(flattened(JsonLdExtractor().extract_items(self.root)))

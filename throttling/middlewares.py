@@ -21,7 +21,7 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 
 from project.errors import InfrastructureUnavailable
-from project.redis import redis_client
+from project.redis import loop_redis
 from throttling.buckets import BLOCKED, GRANTED, STALE, WAIT, Decision, TokenBuckets
 from throttling.controller import AdaptiveController, Observed, is_error
 from throttling.crawling import (
@@ -86,8 +86,6 @@ class ThrottleMiddleware:
         self.patience = patience
         self.load_rules = load_rules
         self.closing = closing
-        self._redis: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting, self._held_since = 0, 0.0
         self._observed = Observations(lambda host, observed: self._call(self._feed(host, observed)))
         self._calls: set[asyncio.Task] = set()  # calls to Redis under way (takes, observations)
@@ -281,12 +279,7 @@ class ThrottleMiddleware:
         await self.controller.feed_async(await self._client(), host=host, observed=observed, stats=self.stats)
 
     async def _client(self) -> Any:
-        # One client per event loop: redis.asyncio connections belong to the loop that opened them.
-        loop = asyncio.get_running_loop()
-        if self._redis is None or self._loop is not loop:
-            self._redis = redis_client(self.redis_url, asyncio=True)
-            self._loop = loop
-        return self._redis
+        return loop_redis(self.redis_url)  # the loop's: redis.asyncio connections belong to the loop that opened them
 
     async def close(self) -> None:
         self._observed.flush_all()
@@ -294,6 +287,3 @@ class ThrottleMiddleware:
             await asyncio.gather(*self._calls, return_exceptions=True)
         if self.slots is not None:
             await self.slots.close()
-        if self._redis is not None and self._loop is asyncio.get_running_loop():
-            await self._redis.aclose()
-        self._redis = self._loop = None

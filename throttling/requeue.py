@@ -10,19 +10,19 @@ the response goes on to Scrapy's RetryMiddleware as it would without Trawl: page
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
 
 import redis
 import redis.asyncio
-from scrapy import Request, signals
+from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 
+from project.redis import loop_redis
 from throttling.buckets import retry_after_seconds
 from throttling.controller import AdaptiveController
 from throttling.crawling import OVERLOAD_EXCEPTIONS, requeue_options
@@ -43,14 +43,10 @@ class PoliteRequeueMiddleware:
         self.controller = controller
         self.redis_url = redis_url
         self.stats = stats
-        self._redis: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PoliteRequeueMiddleware:
-        middleware = cls(**requeue_options(crawler.settings), stats=crawler.stats)
-        crawler.signals.connect(middleware.close, signal=signals.spider_closed)
-        return middleware
+        return cls(**requeue_options(crawler.settings), stats=crawler.stats)
 
     async def process_response(self, request: Request, response: Response) -> Request | Response:
         if response.status not in REQUEUE_STATUSES or self._left_alone(request):
@@ -95,15 +91,4 @@ class PoliteRequeueMiddleware:
         return again
 
     async def _client(self) -> Any:
-        loop = asyncio.get_running_loop()  # redis.asyncio connections belong to the loop that opened them
-        if self._redis is None or self._loop is not loop:
-            self._redis = redis.asyncio.Redis.from_url(
-                self.redis_url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5
-            )
-            self._loop = loop
-        return self._redis
-
-    async def close(self) -> None:
-        if self._redis is not None and self._loop is asyncio.get_running_loop():
-            await self._redis.aclose()
-        self._redis = self._loop = None
+        return loop_redis(self.redis_url)  # the loop's: redis.asyncio connections belong to the loop that opened them

@@ -40,18 +40,15 @@ class SharedRobotsTxtMiddleware(RobotsTxtMiddleware):
         self.redis_url = crawler.settings.get(REDIS_SETTING)
         self.buckets = throttle_buckets_of(crawler.settings) if self.redis_url else None
         self.ttl = max(1, int(crawler.settings.getfloat("TRAWL_THROTTLE_ROBOTS_TTL") or 1))
-        self._redis: Any = None
         self._lookups: dict[str, asyncio.Future] = {}  # netloc -> its one lookup of the shared copy
 
     def _key(self, scheme: str, netloc: str) -> str:
         return self.buckets.robots_file_key(scheme, netloc.rsplit(":", 1)[0].strip("[]").lower(), netloc)
 
     async def _client(self) -> Any:
-        if self._redis is None:  # created in the reactor's loop, where every call of this middleware runs
-            from project.redis import redis_client
+        from project.redis import loop_redis
 
-            self._redis = redis_client(self.redis_url, decode=False, asyncio=True)
-        return self._redis
+        return loop_redis(self.redis_url, decode=False)  # the reactor loop's, shared by its crawls
 
     async def robot_parser(self, request: Request) -> Any:
         url = urlparse_cached(request)

@@ -3,8 +3,10 @@ runner, and the names of Trawl's keys (each carrying the hash tag that keeps a j
 
 from __future__ import annotations
 
+import asyncio as _asyncio
 import functools
 import hashlib
+import weakref
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -46,6 +48,31 @@ def redis_client(url: str | None = None, *, decode: bool = True, asyncio: bool =
         cluster = redis.asyncio.cluster.RedisCluster if asyncio else redis.cluster.RedisCluster
         return cluster.from_url(_cluster_url(url), **options)
     return (redis.asyncio.Redis if asyncio else redis.Redis).from_url(url, **options)
+
+
+# Each event loop's shared asyncio clients, by (url, decode): see loop_redis.
+_loop_clients: weakref.WeakKeyDictionary[Any, dict[tuple[str, bool], Any]] = weakref.WeakKeyDictionary()
+
+
+def loop_redis(url: str | None = None, *, decode: bool = True) -> Any:
+    """The asyncio client of Trawl's state at `url` that every caller on the running event loop shares: a crawl
+    process's reactor runs up to TRAWL_CRAWLS_PER_PROCESS crawls, and a client of each of their components (throttle,
+    frontier, robots.txt, cache) would open and close its own connections with every crawl. One pool per loop keeps
+    its connections from one crawl to the next. Callers never close it; it lives as long as its loop."""
+    loop = _asyncio.get_running_loop()
+    for stale in [other for other in _loop_clients if other.is_closed()]:  # a test's loop, ended
+        del _loop_clients[stale]
+    clients = _loop_clients.setdefault(loop, {})
+    key = (url or settings.REDIS_URL, decode)
+    if key not in clients:
+        clients[key] = redis_client(key[0], decode=decode, asyncio=True)
+    return clients[key]
+
+
+async def loop_redis_close() -> None:
+    """Close the running loop's shared clients (a loop about to end: a test's `asyncio.run`)."""
+    for client in _loop_clients.pop(_asyncio.get_running_loop(), {}).values():
+        await client.aclose()
 
 
 @functools.cache

@@ -119,8 +119,6 @@ class FrontierScheduler(BaseScheduler):
     async def _closed(self) -> None:
         while self.commits:
             await asyncio.gather(*self.commits, return_exceptions=True)
-        if self.client is not None:
-            await self.client.aclose()
 
     def has_pending_requests(self) -> bool:
         return bool(self.local or self.taken or self.outbox or self.commits) or self.maybe_pending

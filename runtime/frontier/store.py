@@ -12,7 +12,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from project.redis import hash_tag, redis_client, redis_key
+from project.redis import hash_tag, loop_redis, redis_client, redis_key
 from runtime.frontier import commits, leases
 from runtime.frontier.errors import FrontierEnded, FrontierLost
 from runtime.frontier.layout import FINGERPRINT_BYTES
@@ -35,8 +35,8 @@ def binary_redis() -> redis.Redis:
 
 
 def async_binary_redis() -> redis.asyncio.Redis:
-    """binary_redis for an event loop (a crawl's reactor): the caller owns it and closes it on that loop."""
-    return redis_client(decode=False, asyncio=True)
+    """binary_redis for the running event loop (a crawl process's reactor): shared by its crawls, never closed."""
+    return loop_redis(decode=False)
 
 
 @functools.cache

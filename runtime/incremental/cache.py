@@ -13,7 +13,6 @@ On for source crawls (the runner sets TRAWL_INCREMENTAL_SCOPE); a scraper, versi
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -30,7 +29,7 @@ from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
 from scrapy.settings import BaseSettings
 
-from project.redis import REDIS_SETTING, redis_client
+from project.redis import REDIS_SETTING, loop_redis
 
 SCOPE_SETTING = "TRAWL_INCREMENTAL_SCOPE"  # the Redis key prefix of this crawl's cache; set by the runner
 # The most a cached entry inflates to: a packaged version's child may write its source's cache, which a later crawl in a
@@ -107,8 +106,6 @@ class RedisCacheStorage:
         self.scope = scope
         self.ttl = ttl
         self.pending: list[tuple[str, bytes]] = []
-        self._client: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._fingerprint: Any = None
 
     def key(self, request: Request) -> str:
@@ -141,11 +138,7 @@ class RedisCacheStorage:
                 await pipe.execute()
 
     async def client(self) -> Any:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = redis_client(self.redis_url, decode=False, asyncio=True)
-            self._loop = loop
-        return self._client
+        return loop_redis(self.redis_url, decode=False)  # the running loop's, shared by its crawls
 
 
 class IncrementalCacheMiddleware(HttpCacheMiddleware):

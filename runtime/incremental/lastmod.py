@@ -12,7 +12,7 @@ from typing import Any
 
 from scrapy.crawler import Crawler
 
-from project.redis import REDIS_SETTING, redis_client
+from project.redis import REDIS_SETTING, loop_redis
 from runtime.incremental.cache import SCOPE_SETTING, incremental_on
 
 
@@ -42,11 +42,7 @@ class LastmodMemory:
         return cls(redis_url=crawler.settings.get(REDIS_SETTING), key=key, ttl=ttl)
 
     async def load(self) -> None:
-        client = redis_client(self.redis_url, asyncio=True)
-        try:
-            stored = await client.hgetall(self.key)
-        finally:
-            await client.aclose()
+        stored = await loop_redis(self.redis_url).hgetall(self.key)
         self.known = {url: value for url, text in stored.items() if (value := lastmod_value(text)) is not None}
 
     def unchanged(self, url: str, lastmod: Any) -> bool:
@@ -61,11 +57,7 @@ class LastmodMemory:
     async def save(self) -> None:
         if not self.seen:
             return
-        client = redis_client(self.redis_url, asyncio=True)
-        try:
-            async with client.pipeline(transaction=True) as pipe:
-                pipe.hset(self.key, mapping=self.seen)
-                pipe.expire(self.key, self.ttl)
-                await pipe.execute()
-        finally:
-            await client.aclose()
+        async with loop_redis(self.redis_url).pipeline(transaction=True) as pipe:
+            pipe.hset(self.key, mapping=self.seen)
+            pipe.expire(self.key, self.ttl)
+            await pipe.execute()

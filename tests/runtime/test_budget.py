@@ -77,6 +77,7 @@ def test_page_budget_refuses_the_spiders_requests_past_it_but_not_robots_txt():
     assert crawler.stats.get_value("budget/refused_pages") == 1
 
 
+@pytest.mark.django_db  # the frontier's keys carry the installation id, read from the database
 def test_on_a_jobs_frontier_the_budget_is_the_jobs_across_attempts_and_shards():
     frontier = {"job": f"budget-{uuid.uuid4().hex}", "attempt": 1, "shard": 0}
     first, later = (
@@ -97,6 +98,7 @@ def test_on_a_jobs_frontier_the_budget_is_the_jobs_across_attempts_and_shards():
     assert later.stats.get_value("budget/refused_pages") == 1
 
 
+@pytest.mark.django_db  # the frontier's keys carry the installation id, read from the database
 def test_on_a_jobs_frontier_items_are_counted_for_the_job_too():
     frontier = {"job": f"budget-{uuid.uuid4().hex}", "attempt": 1, "shard": 0}
     first, later = (

@@ -5,7 +5,7 @@ components or its enforced settings (runtime/settings/enforced.py). End to end: 
 from __future__ import annotations
 
 import pytest
-from scrapy.settings import Settings
+from scrapy.settings import default_settings
 from scrapy.utils.conf import build_component_list
 
 from access.services import token_issue
@@ -16,7 +16,7 @@ from registry.models import Scraper, ScraperVersion
 from runtime.guard.schemes import HTTP_DOWNLOAD_HANDLERS
 from runtime.items.bounds import ITEM_BOUNDS
 from runtime.settings.compose import scrapy_settings_for
-from runtime.settings.enforced import ENFORCED_PRIORITY, Pins, TrawlCrawler, pins_apply, pins_broken
+from runtime.settings.enforced import ENFORCED_PRIORITY, TrawlCrawler, crawler_create, pins_apply, pins_broken
 from runtime.watch.budget import ITEM_BUDGET
 from tests.fixtures.hostile import BLOCKS, GATE, GUARD, STRIPPING_SETTINGS, THROTTLE, SettingsStrippingSpider
 
@@ -40,7 +40,8 @@ def composed(settings):
 
 
 def crawler_for(spider_cls, composed) -> TrawlCrawler:
-    return TrawlCrawler(spider_cls, Settings(composed), pins=Pins.of(composed))
+    _, crawler = crawler_create(spider_cls, composed)  # as every crawl is built
+    return crawler
 
 
 def enabled(settings, name: str) -> list[str]:
@@ -127,3 +128,20 @@ def test_pins_applied_again_undo_what_the_spider_did_after_custom_settings(compo
     pins_apply(crawler.settings, crawler.pins)
 
     assert pins_broken(crawler.settings, crawler.pins) == ""
+
+
+def test_a_crawls_settings_are_its_own_without_scrapys_second_deep_copy(composed):
+    """The crawler takes the settings its runner composed for it (Scrapy would deep-copy them again): lists and dicts
+    among them are still its own, so a crawl that changes one in place changes no other crawl of its process."""
+    runner, crawler = crawler_create(SettingsStrippingSpider, composed)
+    assert crawler.settings is runner.settings
+    codes = crawler.settings["RETRY_HTTP_CODES"]
+    assert codes is not default_settings.RETRY_HTTP_CODES
+    codes.append(299)
+    crawler.settings["TRAWL_PRIVATE_TARGETS_ALLOWED"].append("10.0.0.0/8")
+
+    _, another = crawler_create(SettingsStrippingSpider, composed)
+    assert 299 not in another.settings["RETRY_HTTP_CODES"] and 299 not in default_settings.RETRY_HTTP_CODES
+    assert another.settings.getlist("TRAWL_PRIVATE_TARGETS_ALLOWED") == composed["TRAWL_PRIVATE_TARGETS_ALLOWED"]
+    with pytest.raises(RuntimeError, match="one crawler"):
+        runner.create_crawler(SettingsStrippingSpider)

@@ -11,6 +11,7 @@ from scrapy.exceptions import DownloadTimeoutError
 from scrapy.http import Response
 from twisted.internet.error import DNSLookupError
 
+from project.redis import loop_redis_close
 from tests.crawler import trawl_crawler
 from tests.throttling.buckets_helpers import bench_buckets, flush_throttle_keys
 from throttling.adaptive import AdaptiveConfig
@@ -44,7 +45,7 @@ def answer(mw: PoliteRequeueMiddleware, request: Request, response_or_error: Res
                 return await mw.process_exception(request, response_or_error)
             return await mw.process_response(request, response_or_error)
         finally:
-            await mw.close()
+            await loop_redis_close()
 
     return asyncio.run(run())
 

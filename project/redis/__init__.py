@@ -23,8 +23,11 @@ from project.redis.installation import installation_id
 # worker's REDIS_URL, or a packaged child's own Redis user.
 REDIS_SETTING = "TRAWL_REDIS_URL"
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
-# Short timeouts and retries: a Redis blip must slow a crawl down, not hang it.
-_OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 5}
+# Short timeouts and retries: a Redis blip must slow a crawl down, not hang it. redis-py's pools refuse a 101st
+# connection in use ("Too many connections"): a crawl process's crawls, their task, heartbeat, lease and log threads
+# and their reactor's commands together may have more under way than that while Redis is slow.
+POOL_MAX_CONNECTIONS = 10_000
+_OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 5, "max_connections": POOL_MAX_CONNECTIONS}
 
 
 def is_cluster_url(url: str) -> bool:

@@ -1,0 +1,56 @@
+"""The asyncio Redis client every crawl on an event loop shares (project.redis.loop_redis): one per loop and URL,
+never closed by its users, and able to hold more commands at once than redis-py's default pool of 100 connections
+(a crawl process's crawls together have that many under way)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+from django.conf import settings
+
+from project.redis import get_redis, loop_redis, loop_redis_close, redis_key
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_crawls_of_a_loop_share_one_client_and_another_loop_gets_its_own():
+    async def clients():
+        try:
+            return loop_redis(), loop_redis(settings.REDIS_URL), loop_redis(decode=False)
+        finally:
+            await loop_redis_close()
+
+    first, again, binary = asyncio.run(clients())
+    assert first is again and binary is not first
+    other, _, _ = asyncio.run(clients())
+    assert other is not first, "redis.asyncio connections belong to the loop that opened them"
+
+
+def test_three_hundred_commands_at_once_on_the_shared_client_all_get_a_connection():
+    """Each BLPOP holds its connection for 0.3 s: 300 at once need 300 connections of the one pool."""
+    key = redis_key("test", "loop-redis", uuid.uuid4().hex)
+
+    async def many():
+        try:
+            client = loop_redis()
+            return await asyncio.gather(*(client.blpop([key], timeout=0.3) for _ in range(300)))
+        finally:
+            await loop_redis_close()
+
+    assert asyncio.run(many()) == [None] * 300
+
+
+def test_three_hundred_threads_blocked_on_the_process_client_all_get_a_connection():
+    """The process's blocking client (get_redis) serves every crawl thread of a crawl host at once."""
+    key, answers = redis_key("test", "loop-redis", uuid.uuid4().hex), []
+    threads = [
+        threading.Thread(target=lambda: answers.append(get_redis().blpop([key], timeout=0.3))) for _ in range(300)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [None] * 300

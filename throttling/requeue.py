@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 import redis
-import redis.asyncio
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
 
 from project.redis import get_redis, hash_tag, redis_key
 
@@ -31,34 +35,53 @@ def cancel_requested(*, job_id: object) -> bool:
 
 class CancelWatch:
     """The cancel flags of the jobs this process runs, read together. The first tick to find the last reading older
-    than `every` (or its job not in it yet) reads every watched flag for all, in one pipeline; the others use it."""
+    than `every` (or its job not in it yet) reads every watched flag, in one pipeline; a tick that comes while it reads
+    does not wait for it (its answer is the last reading's; its next tick has the new one), and after a failed reading
+    no tick tries again for `every` seconds: with Redis away, one tick of the process waits for it, not each in turn."""
 
-    def __init__(self, every: float = CANCEL_POLL_SECONDS) -> None:
-        self.every = every
-        self.lock = threading.Lock()  # one reading at a time: the ticks that wait for it use its answer
-        self.asked: dict[str, float] = {}  # job id → when a tick last asked (jobs asked about within the reading)
-        self.read: set[str] = set()  # jobs the last reading covered
-        self.flagged: set[str] = set()  # of those, the ones with their flag set
-        self.read_at = float("-inf")
+    def __init__(self, every: float = CANCEL_POLL_SECONDS, client: Callable[[], Any] = get_redis) -> None:
+        self.every, self.client = every, client
+        self.reading = threading.Lock()  # held by the one tick that reads
+        self.asking = threading.Lock()  # around `asked`, which every tick writes and the reading tick prunes
+        self.asked: dict[str, float] = {}  # job id → when a tick last asked (the jobs the next reading covers)
+        self.read: frozenset[str] = frozenset()  # jobs the last reading covered
+        self.flagged: frozenset[str] = frozenset()  # of those, the ones with their flag set
+        self.read_at = self.failed_at = float("-inf")
 
     def requested(self, job_id: object) -> bool:
-        job, now = str(job_id), time.monotonic()
-        with self.lock:
-            self.asked[job] = now
-            if job not in self.read or now - self.read_at >= self.every:
-                self._read(now)
+        job = str(job_id)
+        with self.asking:
+            self.asked[job] = time.monotonic()
+        if self._answered(job) or not self.reading.acquire(blocking=False):
             return job in self.flagged
+        try:
+            now = time.monotonic()
+            if now - self.failed_at < self.every:
+                raise redis.RedisError("the cancel flags could not be read a moment ago; asking again shortly")
+            if not self._answered(job):  # another tick may have read while this one came
+                self._read(now)
+        finally:
+            self.reading.release()
+        return job in self.flagged
+
+    def _answered(self, job: str) -> bool:
+        return job in self.read and time.monotonic() - self.read_at < self.every
 
     def _read(self, now: float) -> None:
-        for job in [job for job, asked in self.asked.items() if now - asked > WATCH_FORGET_SECONDS]:
-            del self.asked[job]
-        jobs = list(self.asked)
-        pipe = get_redis().pipeline(transaction=False)
+        with self.asking:
+            for job in [job for job, asked in self.asked.items() if now - asked > WATCH_FORGET_SECONDS]:
+                del self.asked[job]
+            jobs = list(self.asked)
+        pipe = self.client().pipeline(transaction=False)
         for job in jobs:
             pipe.exists(_key(job))
-        flags = pipe.execute()  # a RedisError goes to the tick that read: it asks again next tick
-        self.flagged = {job for job, flag in zip(jobs, flags, strict=True) if flag}
-        self.read, self.read_at = set(jobs), now
+        try:
+            flags = pipe.execute()
+        except redis.RedisError:  # to the tick that read: it logs and asks again; the others wait `every`
+            self.failed_at = now
+            raise
+        self.flagged = frozenset(job for job, flag in zip(jobs, flags, strict=True) if flag)
+        self.read, self.read_at = frozenset(jobs), now
 
 
 _watch = CancelWatch()

@@ -104,7 +104,8 @@ class CrawlTick:
                 suspect = memory_suspect(f"{self.job.pk}:{self.shard.index}")
                 self.handed_back_as = self.shard.requeue_now(memory=memory, suspect=suspect)
             return "shutdown"
-        # Every tick, not every heartbeat: one EXISTS a tick is cheap, and a cancel must land within about a second.
+        # Every tick, not every heartbeat: a cancel must land within about a second (one reading of every crawl's flag
+        # per half second for the whole process: crawls.live.cancel.CancelWatch).
         if self._cancel_asked():
             return "cancelled"
         beat_due = time.monotonic() - self.last_beat >= self.heartbeat_every

@@ -53,7 +53,10 @@ def redis_client(url: str | None = None, *, decode: bool = True, asyncio: bool =
     return (redis.asyncio.Redis if asyncio else redis.Redis).from_url(url, **options)
 
 
-# Each event loop's shared asyncio clients, by (url, decode): see loop_redis.
+# Each event loop's shared asyncio clients, by (url, decode): see loop_redis. Its pool keeps the connections it opened
+# for as long as the loop runs: at most LOOP_CONNECTIONS, a command past them waits for a free one.
+LOOP_CONNECTIONS = 200
+LOOP_CONNECTION_WAIT_SECONDS = 20.0
 _loop_clients: weakref.WeakKeyDictionary[Any, dict[tuple[str, bool], Any]] = weakref.WeakKeyDictionary()
 
 
@@ -68,8 +71,16 @@ def loop_redis(url: str | None = None, *, decode: bool = True) -> Any:
     clients = _loop_clients.setdefault(loop, {})
     key = (url or settings.REDIS_URL, decode)
     if key not in clients:
-        clients[key] = redis_client(key[0], decode=decode, asyncio=True)
+        clients[key] = _loop_client(key[0], decode=decode)
     return clients[key]
+
+
+def _loop_client(url: str, *, decode: bool) -> Any:
+    if is_cluster_url(url):  # a pool per node, each bounded by POOL_MAX_CONNECTIONS
+        return redis_client(url, decode=decode, asyncio=True)
+    options = {**_OPTIONS, "decode_responses": decode, "max_connections": LOOP_CONNECTIONS}
+    pool = redis.asyncio.BlockingConnectionPool.from_url(url, timeout=LOOP_CONNECTION_WAIT_SECONDS, **options)
+    return redis.asyncio.Redis.from_pool(pool)
 
 
 async def loop_redis_close() -> None:

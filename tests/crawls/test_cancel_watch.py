@@ -1,12 +1,18 @@
 """A crawl process's running crawls poll their cancel flags through one CancelWatch: one pipeline for all of them per
-CANCEL_POLL_SECONDS, never a stale "no" about a job it has not read yet, and a job gone from the process forgotten."""
+CANCEL_POLL_SECONDS, a job it has not read yet read at its first ask, no tick queueing behind another's reading (nor
+retrying one that just failed), and a job gone from the process forgotten."""
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 import uuid
 
 import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from crawls.live import cancel
 from crawls.live.cancel import CancelWatch, cancel_request
@@ -16,8 +22,8 @@ pytestmark = pytest.mark.django_db
 
 
 class CountingWatch(CancelWatch):
-    def __init__(self, every: float) -> None:
-        super().__init__(every)
+    def __init__(self, every: float, **kwargs) -> None:
+        super().__init__(every, **kwargs)
         self.readings = 0
 
     def _read(self, now: float) -> None:
@@ -51,25 +57,64 @@ def test_fifty_crawls_ticking_read_their_flags_in_one_pipeline_and_see_a_cancel_
         _clear(jobs)
 
 
-def test_the_default_watch_answers_within_its_poll_interval_from_many_threads():
-    jobs = _jobs(20)
-    watch = CountingWatch(every=cancel.CANCEL_POLL_SECONDS)
-    seen: dict[str, bool] = {}
+def test_a_cancel_is_seen_once_the_reading_is_as_old_as_the_poll_interval():
+    jobs, watch = _jobs(3), CountingWatch(every=0.2)
     try:
-        cancel_request(job_id=jobs[3])
-
-        def tick(job: str) -> None:
-            seen[job] = watch.requested(job)
-
-        threads = [threading.Thread(target=tick, args=(job,)) for job in jobs]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert seen == {job: job == jobs[3] for job in jobs}
-        assert watch.readings <= len(jobs)
+        assert not any(watch.requested(job) for job in jobs)
+        cancel_request(job_id=jobs[1])
+        assert not watch.requested(jobs[1]) or watch.readings == 2, "within the interval: the reading it has"
+        time.sleep(0.2)
+        assert [watch.requested(job) for job in jobs] == [False, True, False]
     finally:
         _clear(jobs)
+
+
+def test_ticks_that_come_while_another_reads_do_not_wait_for_it():
+    """A Redis that takes the connection and never answers: the tick that reads waits for its socket timeout; the
+    ticks of the other crawls answer from the last reading meanwhile instead of queueing behind it."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(100)
+        port = silent.getsockname()[1]
+        client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+        jobs, watch = _jobs(11), CountingWatch(every=3600, client=lambda: client)
+        failed = []
+
+        def read() -> None:
+            try:
+                watch.requested(jobs[0])
+            except redis.RedisError as exc:
+                failed.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        while not watch.reading.locked():
+            time.sleep(0.01)
+        answers = []
+
+        def tick(job: str) -> None:
+            answers.append((watch.requested(job), watch.reading.locked()))
+
+        others = [threading.Thread(target=tick, args=(job,)) for job in jobs[1:]]
+        for thread in others:
+            thread.start()
+        for thread in others:
+            thread.join()
+        reader.join()
+    assert answers == [(False, True)] * 10, "answered while the reading was still under way"
+    assert len(failed) == 1 and watch.readings == 1
+
+
+def test_after_a_failed_reading_no_tick_tries_again_within_the_interval():
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there
+    client = redis.Redis(port=port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+    jobs, watch = _jobs(5), CountingWatch(every=3600, client=lambda: client)
+    for job in jobs:
+        with pytest.raises(redis.RedisError):
+            watch.requested(job)
+    assert watch.readings == 1, "one connection refused, not one per crawl's tick"
 
 
 def test_a_job_no_tick_asked_about_for_a_while_is_no_longer_read():

@@ -4,6 +4,8 @@ components or its enforced settings (runtime/settings/enforced.py). End to end: 
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from scrapy.settings import default_settings
 from scrapy.utils.conf import build_component_list
@@ -131,17 +133,25 @@ def test_pins_applied_again_undo_what_the_spider_did_after_custom_settings(compo
 
 
 def test_a_crawls_settings_are_its_own_without_scrapys_second_deep_copy(composed):
-    """The crawler takes the settings its runner composed for it (Scrapy would deep-copy them again): lists and dicts
-    among them are still its own, so a crawl that changes one in place changes no other crawl of its process."""
+    """The crawler takes the settings its runner composed for it (Scrapy would deep-copy them again): every value
+    among them is still its own, so a crawl that changes one in place changes no other crawl of its process, nor the
+    composed dict, nor Scrapy's defaults."""
+    composed = {**composed, "MY_LIST": [1], "MY_NESTED": {"inner": [1]}, "MY_TUPLE": ([1],)}
+    before = copy.deepcopy(composed)
     runner, crawler = crawler_create(SettingsStrippingSpider, composed)
     assert crawler.settings is runner.settings
-    codes = crawler.settings["RETRY_HTTP_CODES"]
-    assert codes is not default_settings.RETRY_HTTP_CODES
-    codes.append(299)
-    crawler.settings["TRAWL_PRIVATE_TARGETS_ALLOWED"].append("10.0.0.0/8")
+    crawler.settings["RETRY_HTTP_CODES"].append(299)
+    crawler.settings["MY_LIST"].append(2)
+    crawler.settings["MY_NESTED"]["inner"].append(2)
+    crawler.settings["MY_TUPLE"][0].append(2)
 
     _, another = crawler_create(SettingsStrippingSpider, composed)
     assert 299 not in another.settings["RETRY_HTTP_CODES"] and 299 not in default_settings.RETRY_HTTP_CODES
-    assert another.settings.getlist("TRAWL_PRIVATE_TARGETS_ALLOWED") == composed["TRAWL_PRIVATE_TARGETS_ALLOWED"]
+    assert composed == before
+    assert (another.settings["MY_LIST"], another.settings["MY_NESTED"]["inner"], another.settings["MY_TUPLE"]) == (
+        [1],
+        [1],
+        ([1],),
+    )
     with pytest.raises(RuntimeError, match="one crawler"):
         runner.create_crawler(SettingsStrippingSpider)

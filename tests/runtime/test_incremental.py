@@ -10,7 +10,7 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.settings import Settings
 
 from crawls.services.crawl_spec import crawl_spec_build
-from project.redis import get_redis
+from project.redis import get_redis, loop_redis_close
 from runtime.incremental.cache import (
     SCOPE_SETTING,
     AlwaysRevalidatePolicy,
@@ -105,7 +105,7 @@ def test_a_304_hands_back_the_stored_page_and_counts_what_it_saved():
         assert await middleware.process_request(again) is None
         sent_headers = dict(again.headers)
         kept = await middleware.process_response(again, Response(URL, status=304, headers=VALIDATED))
-        await (await middleware.storage.client()).aclose()
+        await loop_redis_close()
         return kept, sent_headers
 
     kept, sent = asyncio.run(run())

@@ -21,15 +21,17 @@ from crawls.services.shards import Shard
 from items.ingestion import Ingestion
 from items.services import item_fingerprint, items_upsert
 from runtime.bridge.outcome import job_stats
-from runtime.bridge.runner import CrawlSession, live_stats
+from runtime.bridge.runner import CrawlSession, crawls_running, live_stats
 from runtime.frontier.bounded import RecentSet
 from runtime.spiders.discovery import is_discovered
 
 # How often a running crawl stores its items: a transaction (five statements: lock, upsert, sightings, prices,
-# categories) per handful of items was most of what a throttled crawl cost, the more so with many crawls in a process.
-# A chunk's worth, or a crawl waiting for them, is stored at once; until then they wait in the process (and, with a
-# frontier, in the shard's write-ahead log in Redis, so a process that dies loses none).
-STORE_SECONDS = 5.0
+# categories) per handful of items was most of what a throttled crawl cost. A crawl alone in its process stores every
+# STORE_SECONDS; one of several (a crawl host's) every STORE_SECONDS_SHARED, where those transactions add up. A chunk's
+# worth, or a crawl waiting for them, is stored at once; until then they wait in the process (and, with a frontier, in
+# the shard's write-ahead log in Redis, so a process that dies loses none).
+STORE_SECONDS = 2.0
+STORE_SECONDS_SHARED = 5.0
 SCRAPY_STATS_SECONDS = 0.5  # how often a frontier crawl reads Scrapy's stats to record with its stored items
 # Item fingerprints a crawl remembers having counted. One forgotten and met again is upserted again (unchanged) and
 # counted twice; never the other way round: an item is not dropped as seen when it was not.
@@ -60,11 +62,13 @@ class ItemIngest:
         self.scrapy_progress: dict[str, Any] = {}
 
     def store_due(self, session: CrawlSession) -> bool:
-        """Whether this tick stores the queued items: every STORE_SECONDS, or now for a chunk or a waiting crawl."""
+        """Whether this tick stores the queued items: every STORE_SECONDS (STORE_SECONDS_SHARED beside other crawls),
+        or now for a chunk or a waiting crawl."""
+        every = STORE_SECONDS if crawls_running() <= 1 else STORE_SECONDS_SHARED
         return (
             session.store_now
             or session.items.qsize() >= settings.TRAWL_ITEM_CHUNK
-            or time.monotonic() - self.last_store >= STORE_SECONDS
+            or time.monotonic() - self.last_store >= every
         )
 
     def flush(self, session: CrawlSession, *, budget: float | None = None) -> None:

@@ -27,13 +27,10 @@ from runtime.settings.enforced import crawler_create
 logger = logging.getLogger("trawl.jobs")
 
 STOP_GRACE_SECONDS = 60
-# Items scraped but not yet upserted. When the database falls behind the reactor waits for room (flat memory)
-# instead of buffering a whole crawl.
-ITEM_QUEUE_MAX = 2000
+ITEM_QUEUE_MAX = 2000  # items not yet upserted: past it the reactor waits for room instead of buffering a crawl
 BUSY_TICK_SECONDS = 0.05  # how soon the task thread drains again when a backlog of items is waiting
 ITEM_BACKLOG = 200  # items queued that make a backlog (a chunk's worth: crawls.services.ingestion stores it now)
-# The longest the reactor waits for one tick of the task thread (reactor_held): a slower tick (a database that
-# lags) goes on beside the crawl instead of stalling it.
+# The longest the reactor waits for one tick (reactor_held): a slower tick goes on beside the crawl, not stalling it.
 REACTOR_HOLD_MAX_SECONDS = 0.5
 
 
@@ -139,9 +136,8 @@ _stopping: set[Any] = set()  # stops under way, each kept alive until it is done
 @crochet.run_in_reactor
 def _stop(crawler: Crawler) -> None:
     """Ask the crawler to stop, and return at once: the crawl's own Deferred says when its engine has closed. The
-    stop's Deferred is not handed to crochet: its callers drop the EventualResult, and crochet logs one dropped before
-    its Deferred fires as an unhandled error, even a success (Twisted's `err(None)` raises NoCurrentExceptionError in
-    the reactor, a CRITICAL line in the job's log after the job ended)."""
+    stop's Deferred is not handed to crochet, which logs an EventualResult dropped before it fires as an unhandled
+    error (a CRITICAL line in the job's log after the job ended)."""
     stopping = deferred_from_coro(crawl_stop(crawler))  # runtime.bridge.stopping: sends nothing more
     _stopping.add(stopping)
     stopping.addErrback(lambda failure: logger.warning("stopping the crawl failed: %s", failure_report(failure)))
@@ -251,8 +247,12 @@ def _wait(result: Any, session: CrawlSession, *, timeout: float, on_tick: Callab
             return stopped_because, ""
 
 
-# How many crawls this process runs now (the crawl host runs several on one reactor: project/pools/crawlhost.py).
 _crawls_running, _crawls_running_lock = 0, threading.Lock()
+
+
+def crawls_running() -> int:
+    """How many crawls this process runs now (a crawl host runs several on one reactor: project/pools/crawlhost.py)."""
+    return _crawls_running
 
 
 def _crawls_running_count(change: int) -> None:
@@ -263,13 +263,11 @@ def _crawls_running_count(change: int) -> None:
 
 @contextmanager
 def reactor_held(session: CrawlSession, limit: float = REACTOR_HOLD_MAX_SECONDS) -> Iterator[None]:
-    """Keep the reactor thread waiting while this thread works, for at most `limit` seconds: under the GIL a busy
-    task thread beside the reactor costs the crawl far more than its own CPU, since the reactor waits to get the GIL
-    back after each socket call (bench/README.md: held, 7 % less time per job on SQLite, 28 % on PostgreSQL). Nothing
-    in the tick may wait for the reactor meanwhile: `live_stats` reads the stats directly. Only while it is the
-    process's one crawl: 50 crawls' ticks held their shared reactor 16 s of 30 (bench/README.md)."""
+    """Keep the reactor thread waiting while this thread works, for at most `limit` seconds, while it is the process's
+    one crawl: a busy task thread beside the reactor costs the crawl far more than its own CPU under the GIL (see
+    bench/README.md; 50 crawls' ticks held their shared reactor 16 s of 30). `live_stats` reads the stats directly."""
     # A full item queue means the reactor may itself be waiting for this thread to drain it: do not wait for it.
-    if session.crawler is None or session.items.full() or _crawls_running > 1:
+    if session.crawler is None or session.items.full() or crawls_running() > 1:
         yield
         return
     from twisted.internet import reactor

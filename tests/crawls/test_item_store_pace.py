@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from crawls.services.ingestion import STORE_SECONDS, ItemIngest
+from crawls.services.ingestion import STORE_SECONDS, STORE_SECONDS_SHARED, ItemIngest
 from crawls.services.liveness import CrawlTick
 from items.models import Item
+from runtime.bridge.runner import _crawls_running_count
 
 pytestmark = pytest.mark.django_db
 
@@ -59,3 +60,20 @@ def test_a_crawl_waiting_for_its_items_and_a_chunks_worth_are_stored_at_once(tic
     scraped(session, *range(2, 2 + settings.TRAWL_ITEM_CHUNK))
     tick(session)
     assert stored() == 1 + settings.TRAWL_ITEM_CHUNK
+
+
+def test_beside_other_crawls_of_its_process_a_crawl_stores_every_shared_interval(tick):
+    """In a crawl host running several crawls their store transactions add up: each stores every
+    STORE_SECONDS_SHARED, while a crawl alone in its process keeps STORE_SECONDS (a kill test's items show soon)."""
+    tick, session = tick
+    _crawls_running_count(+3)  # as run_spider counts the crawls of a crawl host
+    try:
+        scraped(session, 1)
+        tick.ingest.last_store -= STORE_SECONDS
+        tick(session)
+        assert stored() == 0, "beside other crawls: not yet"
+        tick.ingest.last_store -= STORE_SECONDS_SHARED
+        tick(session)
+        assert stored() == 1
+    finally:
+        _crawls_running_count(-3)

@@ -66,8 +66,9 @@ def loop_redis(url: str | None = None, *, decode: bool = True) -> Any:
     frontier, robots.txt, cache) would open and close its own connections with every crawl. One pool per loop keeps
     its connections from one crawl to the next. Callers never close it; it lives as long as its loop."""
     loop = _asyncio.get_running_loop()
-    for stale in [other for other in _loop_clients if other.is_closed()]:  # a test's loop, ended
-        del _loop_clients[stale]
+    if loop not in _loop_clients:  # a new loop: forget the ended ones (tests' loops), not on every call of a crawl
+        for stale in [other for other in _loop_clients if other.is_closed()]:
+            del _loop_clients[stale]
     clients = _loop_clients.setdefault(loop, {})
     key = (url or settings.REDIS_URL, decode)
     if key not in clients:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio as _asyncio
 import functools
 import hashlib
+import traceback
 import weakref
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -76,9 +78,38 @@ def loop_redis(url: str | None = None, *, decode: bool = True) -> Any:
     return clients[key]
 
 
+class _SharedCluster(redis.asyncio.cluster.RedisCluster):
+    """redis-py's asyncio cluster client, for many tasks at once, whose lost connections read as lost connections
+    (a redis.RedisError, which Trawl's components handle as Redis away). After a lost connection redis-py disconnects
+    the idle ones in the background; one that another task took meanwhile loses its socket under that task's command,
+    raising AttributeError (its reader or writer is None): retried as the lost connection it is. And a client that
+    reached no node at its start raises RedisClusterException, not a RedisError."""
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().initialize(*args, **kwargs)
+        except redis.exceptions.RedisClusterException as error:
+            if not isinstance(error.__cause__, redis.ConnectionError | redis.TimeoutError | OSError):
+                raise
+            raise redis.ConnectionError(str(error)) from error
+
+    async def _execute_command(self, target_node: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super()._execute_command(target_node, *args, **kwargs)
+        except AttributeError as error:
+            if not _raised_in_connection(error):
+                raise
+            raise redis.ConnectionError(f"connection to {target_node.name} closed under a command") from error
+
+
+def _raised_in_connection(error: BaseException) -> bool:
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and Path(frames[-1].filename).match("redis/asyncio/connection.py")
+
+
 def _loop_client(url: str, *, decode: bool) -> Any:
     if is_cluster_url(url):  # a pool per node, each bounded by POOL_MAX_CONNECTIONS
-        return redis_client(url, decode=decode, asyncio=True)
+        return _SharedCluster.from_url(_cluster_url(url), **_OPTIONS, decode_responses=decode)
     options = {**_OPTIONS, "decode_responses": decode, "max_connections": LOOP_CONNECTIONS}
     pool = redis.asyncio.BlockingConnectionPool.from_url(url, timeout=LOOP_CONNECTION_WAIT_SECONDS, **options)
     return redis.asyncio.Redis.from_pool(pool)

@@ -2,7 +2,7 @@
 
 A crawl host runs up to TRAWL_CRAWLS_PER_PROCESS crawls, each ticking twice a second: they poll through one
 CancelWatch, which reads the flags of every crawl of the process in one pipeline per CANCEL_POLL_SECONDS instead of
-one round trip per crawl per tick.
+one round trip per crawl per tick. The same reading tells which of them someone watches (crawls.live.progress).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 
+from crawls.live.progress import watched_key
 from project.redis import get_redis, hash_tag, redis_key
 
 FLAG_TTL_SECONDS = 7 * 86400
@@ -37,7 +38,8 @@ class CancelWatch:
     """The cancel flags of the jobs this process runs, read together. The first tick to find the last reading older
     than `every` (or its job not in it yet) reads every watched flag, in one pipeline; a tick that comes while it reads
     does not wait for it (its answer is the last reading's; its next tick has the new one), and after a failed reading
-    no tick tries again for `every` seconds: with Redis away, one tick of the process waits for it, not each in turn."""
+    no tick tries again for `every` seconds: with Redis away, one tick of the process waits for it, not each in turn.
+    Each reading also tells which jobs someone watches the progress of (`watched`)."""
 
     def __init__(self, every: float = CANCEL_POLL_SECONDS, client: Callable[[], Any] = get_redis) -> None:
         self.every, self.client = every, client
@@ -46,6 +48,7 @@ class CancelWatch:
         self.asked: dict[str, float] = {}  # job id → when a tick last asked (the jobs the next reading covers)
         self.read: frozenset[str] = frozenset()  # jobs the last reading covered
         self.flagged: frozenset[str] = frozenset()  # of those, the ones with their flag set
+        self.watched: frozenset[str] = frozenset()  # and the ones whose progress someone reads
         self.read_at = self.failed_at = float("-inf")
 
     def requested(self, job_id: object) -> bool:
@@ -75,12 +78,14 @@ class CancelWatch:
         pipe = self.client().pipeline(transaction=False)
         for job in jobs:
             pipe.exists(_key(job))
+            pipe.exists(watched_key(job))
         try:
             flags = pipe.execute()
         except redis.RedisError:  # to the tick that read: it logs and asks again; the others wait `every`
             self.failed_at = now
             raise
-        self.flagged = frozenset(job for job, flag in zip(jobs, flags, strict=True) if flag)
+        self.flagged = frozenset(job for job, flag in zip(jobs, flags[::2], strict=True) if flag)
+        self.watched = frozenset(job for job, flag in zip(jobs, flags[1::2], strict=True) if flag)
         self.read, self.read_at = frozenset(jobs), now
 
 
@@ -91,6 +96,12 @@ def cancel_requested_watched(*, job_id: object) -> bool:
     """`cancel_requested` for a running crawl's ticks: at most CANCEL_POLL_SECONDS old, read with every other crawl
     of this process."""
     return _watch.requested(job_id)
+
+
+def progress_watched(*, job_id: object) -> bool:
+    """Whether someone read the job's progress lately, as of this process's last reading of its crawls' flags (a tick
+    asks `cancel_requested_watched` first)."""
+    return str(job_id) in _watch.watched
 
 
 def _batch_key(batch_id: object) -> str:

@@ -2,8 +2,9 @@
 
 Every tick (CrawlTick, called from the task thread) stores the items that arrived (crawls.services.ingestion), then
 notices a cancel, a warm shutdown (SIGTERM: the job is handed back to the queue), a lost frontier, or Trawl's own
-database gone for longer than TRAWL_INFRA_PATIENCE_SECONDS, records progress every second for `crawl --wait`, and
-heartbeats (with the progress) every TRAWL_HEARTBEAT_SECONDS while this attempt still owns the job.
+database gone for longer than TRAWL_INFRA_PATIENCE_SECONDS, records progress every second while `crawl --wait`
+watches (crawls.live.progress), and heartbeats (with the progress) every TRAWL_HEARTBEAT_SECONDS while this attempt
+still owns the job.
 
 A tick can be slow — a long upsert on a busy database, the final flush of thousands of items, source discovery
 writing tens of thousands of rows, `job_end` itself — and the reaper would call such a live job stale and run it a
@@ -26,7 +27,7 @@ from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from crawls.live.beats import beat_write
-from crawls.live.cancel import cancel_requested_watched
+from crawls.live.cancel import cancel_requested_watched, progress_watched
 from crawls.live.progress import PROGRESS_SECONDS, progress_store
 from crawls.models import CrawlJob, JobStatus
 from crawls.services.ingestion import ItemIngest
@@ -36,6 +37,7 @@ from project.pools.hosted import memory_recycling
 from project.pools.memory import memory_suspect
 from runtime.bridge.outcome import job_stats
 from runtime.bridge.runner import CrawlSession, live_stats
+from runtime.bridge.stats import crawl_stat
 from runtime.frontier import FrontierLost
 
 logger = logging.getLogger("trawl.jobs")
@@ -112,11 +114,14 @@ class CrawlTick:
         if not beat_due and time.monotonic() - self.last_progress < PROGRESS_SECONDS:
             return ""
         self.last_progress = time.monotonic()
-        scrapy_stats = live_stats(session)
-        if scrapy_stats.get("trawl/infrastructure_errors"):
+        if crawl_stat(session, "trawl/infrastructure_errors"):
             return "infrastructure"  # Redis stayed away past the throttle's patience: stop, the job is requeued
-        progress = self.progress(scrapy_stats)
-        progress_store(job_id=self.job.pk, stats=progress)  # every second, for `crawl --wait`
+        watched = progress_watched(job_id=self.job.id)  # as of the reading _cancel_asked made or used
+        if not beat_due and not watched:
+            return ""
+        progress = self.progress(live_stats(session))
+        if watched:
+            progress_store(job_id=self.job.pk, stats=progress)  # every second, for `crawl --wait`
         if not beat_due:
             return ""
         self.last_beat = time.monotonic()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from scrapy.statscollectors import MemoryStatsCollector
 
 
@@ -15,3 +17,12 @@ class CrawlStats(MemoryStatsCollector):
     """
 
     __getattribute__ = object.__getattribute__
+
+
+def crawl_stat(session: Any, name: str) -> Any:
+    """One stat of a running crawl (a runtime.bridge.runner.CrawlSession), read from its task thread: one dict lookup,
+    atomic, where `live_stats` copies every stat inside the reactor thread."""
+    if session.crawler is None:  # a crawl in a child process: the stats it sent
+        return session.reported_stats.get(name)
+    stats = session.crawler._stats  # unset while a spider that refused to start is being reported
+    return stats.get_value(name) if stats else None

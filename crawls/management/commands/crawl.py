@@ -138,7 +138,7 @@ class Command(BaseCommand):
             with bar:
                 task = bar.add_task(version_label(job), total=None, status=job.status, stats={}, elapsed=0.0)
                 while True:
-                    job, stats = self.current(job)
+                    job, stats = self.current(job, every=interval)
                     if self.follow_log:
                         self.print_log(job)
                     running_for = (time.time() - job.started_at.timestamp()) if job.started_at else 0.0
@@ -159,11 +159,11 @@ class Command(BaseCommand):
             raise CommandError(f"stopped watching; job {job.pk} goes on ({job.status})", returncode=130) from None
         return job
 
-    def current(self, job: CrawlJob) -> tuple[CrawlJob, dict[str, Any]]:
-        """The job, and its freshest numbers: the running crawl's live progress (every second) over the row's
-        (every heartbeat)."""
+    def current(self, job: CrawlJob, *, every: float) -> tuple[CrawlJob, dict[str, Any]]:
+        """The job, and its freshest numbers: the running crawl's live progress (every second while watched: this
+        reading, back in `every` s, keeps it watched) over the row's (every heartbeat)."""
         job = CrawlJob.objects.select_related("scraper", "version").get(pk=job.pk)
-        live = progress_read(job_id=job.pk) if job.status == JobStatus.RUNNING else None
+        live = progress_read(job_id=job.pk, every=every) if job.status == JobStatus.RUNNING else None
         return job, live or job.stats or {}
 
     def print_log(self, job: CrawlJob) -> None:

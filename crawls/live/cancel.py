@@ -39,7 +39,7 @@ class CancelWatch:
     than `every` (or its job not in it yet) reads every watched flag, in one pipeline; a tick that comes while it reads
     does not wait for it (its answer is the last reading's; its next tick has the new one), and after a failed reading
     no tick tries again for `every` seconds: with Redis away, one tick of the process waits for it, not each in turn.
-    Each reading also tells which jobs someone watches the progress of (`watched`)."""
+    Each reading also tells which jobs someone follows the progress of (`followed`)."""
 
     def __init__(self, every: float = CANCEL_POLL_SECONDS, client: Callable[[], Any] = get_redis) -> None:
         self.every, self.client = every, client
@@ -48,7 +48,7 @@ class CancelWatch:
         self.asked: dict[str, float] = {}  # job id → when a tick last asked (the jobs the next reading covers)
         self.read: frozenset[str] = frozenset()  # jobs the last reading covered
         self.flagged: frozenset[str] = frozenset()  # of those, the ones with their flag set
-        self.watched: frozenset[str] = frozenset()  # and the ones whose progress someone reads
+        self.followed: frozenset[str] = frozenset()  # and the ones whose progress someone reads
         self.read_at = self.failed_at = float("-inf")
 
     def requested(self, job_id: object) -> bool:
@@ -85,7 +85,7 @@ class CancelWatch:
             self.failed_at = now
             raise
         self.flagged = frozenset(job for job, flag in zip(jobs, flags[::2], strict=True) if flag)
-        self.watched = frozenset(job for job, flag in zip(jobs, flags[1::2], strict=True) if flag)
+        self.followed = frozenset(job for job, flag in zip(jobs, flags[1::2], strict=True) if flag)
         self.read, self.read_at = frozenset(jobs), now
 
 
@@ -101,7 +101,7 @@ def cancel_requested_watched(*, job_id: object) -> bool:
 def progress_watched(*, job_id: object) -> bool:
     """Whether someone read the job's progress lately, as of this process's last reading of its crawls' flags (a tick
     asks `cancel_requested_watched` first)."""
-    return str(job_id) in _watch.watched
+    return str(job_id) in _watch.followed
 
 
 def _batch_key(batch_id: object) -> str:

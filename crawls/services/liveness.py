@@ -100,8 +100,10 @@ class CrawlTick:
                 why = "its process is past its memory bound" if memory else "SIGTERM"
                 logger.warning("job %s: %s, handing the running crawl back to the queue", self.job.pk, why)
                 self.handed_back = True
-                if memory:  # this attempt's numbers into the job's first: it may end the job
-                    stats = self.progress(live_stats(session))
+                # This attempt's numbers recorded for the next to sum (unwatched, the last were a heartbeat ago), and
+                # into the job's row first when its memory bound may end the job.
+                stats = self.progress(live_stats(session))
+                if memory:
                     heartbeat_write(job_id=self.job.pk, attempt=self.job.attempt, stats=stats)
                 suspect = memory_suspect(f"{self.job.pk}:{self.shard.index}")
                 self.handed_back_as = self.shard.requeue_now(memory=memory, suspect=suspect)

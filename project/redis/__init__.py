@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio as _asyncio
 import functools
 import hashlib
-import traceback
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,14 +81,17 @@ class _SharedCluster(redis.asyncio.cluster.RedisCluster):
     """redis-py's asyncio cluster client, for many tasks at once, whose lost connections read as lost connections
     (a redis.RedisError, which Trawl's components handle as Redis away). After a lost connection redis-py disconnects
     the idle ones in the background; one that another task took meanwhile loses its socket under that task's command,
-    raising AttributeError (its reader or writer is None): retried as the lost connection it is. And a client that
-    reached no node at its start raises RedisClusterException, not a RedisError."""
+    raising AttributeError (its reader or writer is None). A command is retried at once on the same node (nothing of
+    it reached the socket; the node is up, so none of redis-py's own handling of a lost node runs); a pipeline's
+    execute raises ConnectionError. And a client that reached no node at its start raises RedisClusterException, not
+    a RedisError."""
 
     async def initialize(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().initialize(*args, **kwargs)
         except redis.exceptions.RedisClusterException as error:
-            if not isinstance(error.__cause__, redis.ConnectionError | redis.TimeoutError | OSError):
+            cause = error.__cause__
+            if not (isinstance(cause, redis.ConnectionError | redis.TimeoutError | OSError) or _socket_gone(cause)):
                 raise
             raise redis.ConnectionError(str(error)) from error
 
@@ -97,14 +99,34 @@ class _SharedCluster(redis.asyncio.cluster.RedisCluster):
         try:
             return await super()._execute_command(target_node, *args, **kwargs)
         except AttributeError as error:
-            if not _raised_in_connection(error):
+            if not _socket_gone(error):
                 raise
             raise redis.ConnectionError(f"connection to {target_node.name} closed under a command") from error
 
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+        if shard_hint:
+            raise redis.exceptions.RedisClusterException("shard_hint is deprecated in cluster mode")
+        return _SharedClusterPipeline(self, transaction)
 
-def _raised_in_connection(error: BaseException) -> bool:
-    frames = traceback.extract_tb(error.__traceback__)
-    return bool(frames) and Path(frames[-1].filename).match("redis/asyncio/connection.py")
+
+class _SharedClusterPipeline(redis.asyncio.cluster.ClusterPipeline):
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().execute(*args, **kwargs)
+        except AttributeError as error:
+            if not _socket_gone(error):
+                raise
+            raise redis.ConnectionError("a connection closed under a pipeline") from error
+
+
+def _socket_gone(error: BaseException | None) -> bool:
+    """An attribute of None looked up in redis-py's asyncio connection: its reader or writer, closed under it."""
+    if not isinstance(error, AttributeError) or error.obj is not None or error.__traceback__ is None:
+        return False
+    innermost = error.__traceback__
+    while innermost.tb_next is not None:
+        innermost = innermost.tb_next
+    return Path(innermost.tb_frame.f_code.co_filename).match("redis/asyncio/connection.py")
 
 
 def _loop_client(url: str, *, decode: bool) -> Any:

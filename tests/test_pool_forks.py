@@ -4,21 +4,20 @@ lock Celery's Redis result backend takes to read its client, as a pool reader st
 
 from __future__ import annotations
 
-import multiprocessing
+import os
+import signal
 import threading
+import time
 
 from celery.backends.redis import RedisBackend
 
 from project.pools.forksafe import cached_property_locks_renewed
 
-FORK = multiprocessing.get_context("fork")
 HANG = 5.0  # seconds the child waits for the lock before it calls itself stuck
 GIVE_UP = 120.0  # a child that never exits at all (it should within HANG)
 
 
 def child(renew: bool) -> None:
-    import os
-
     if renew:
         cached_property_locks_renewed()
     got = RedisBackend.__dict__["client"].lock.acquire(timeout=HANG)
@@ -38,13 +37,22 @@ def fork_while_a_thread_holds_the_backend_client_lock(*, renew: bool) -> int:
     holder.start()
     try:
         assert holding.wait(GIVE_UP)
-        process = FORK.Process(target=child, args=(renew,))
-        process.start()
-        process.join(GIVE_UP)
-        if process.is_alive():
-            process.kill()
-            process.join()
-        return process.exitcode
+        # A bare fork, as the pool's: multiprocessing's start in the child (stdin, its after-fork hooks) takes locks of
+        # its own, which a thread an earlier test of this process left could hold at the fork.
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child(renew)
+            finally:
+                os._exit(4)
+        deadline = time.monotonic() + GIVE_UP
+        while not (ended := os.waitpid(pid, os.WNOHANG))[0]:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                ended = os.waitpid(pid, 0)
+                break
+            time.sleep(0.05)
+        return os.waitstatus_to_exitcode(ended[1])
     finally:
         release.set()
         holder.join()

@@ -4,10 +4,11 @@ runner, and the names of Trawl's keys (each carrying the hash tag that keeps a j
 from __future__ import annotations
 
 import asyncio as _asyncio
+import contextlib
 import functools
 import hashlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -96,12 +97,8 @@ class _SharedCluster(redis.asyncio.cluster.RedisCluster):
             raise redis.ConnectionError(str(error)) from error
 
     async def _execute_command(self, target_node: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with _socket_gone_as_lost(f"connection to {target_node.name} closed under a command"):
             return await super()._execute_command(target_node, *args, **kwargs)
-        except AttributeError as error:
-            if not _socket_gone(error):
-                raise
-            raise redis.ConnectionError(f"connection to {target_node.name} closed under a command") from error
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
         if shard_hint:
@@ -111,12 +108,19 @@ class _SharedCluster(redis.asyncio.cluster.RedisCluster):
 
 class _SharedClusterPipeline(redis.asyncio.cluster.ClusterPipeline):
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with _socket_gone_as_lost("a connection closed under a pipeline"):
             return await super().execute(*args, **kwargs)
-        except AttributeError as error:
-            if not _socket_gone(error):
-                raise
-            raise redis.ConnectionError("a connection closed under a pipeline") from error
+
+
+@contextlib.contextmanager
+def _socket_gone_as_lost(message: str) -> Iterator[None]:
+    """The AttributeError of a connection closed under the block raised as the ConnectionError it is."""
+    try:
+        yield
+    except AttributeError as error:
+        if not _socket_gone(error):
+            raise
+        raise redis.ConnectionError(message) from error
 
 
 def _socket_gone(error: BaseException | None) -> bool:

@@ -6,7 +6,7 @@ jobs' parallelism) is refused with 429 before anything is created.
 
 Round-robin: a `run_crawl` message is a worker slot at its priority step, not an order to run that one job. The
 worker that takes it runs the next job of the requester that is owed one at that step: the requester with the fewest
-shards running, then the one served longest ago (a counter per step in Redis). So a 5,000-job batch queued first no
+shards running, then the one served longest ago (a mark per step in Redis). So a 5,000-job batch queued first no
 longer holds back another requester's ten jobs at the same priority: they start in the next few slots. Every queued
 job still has its own message, so every job still runs: a message whose own job was already taken by another slot
 simply runs someone else's. Higher priorities still overtake lower ones (slots never cross priority steps), a shard
@@ -17,6 +17,7 @@ Celery time limits cover its own timeout. See docs/fair-share.md.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db.models import Sum
@@ -29,12 +30,23 @@ from crawls.timeouts import celery_time_limits, job_timeout
 from project.errors import TrawlError
 from project.messaging.brokers import PRIORITY_MAX, PRIORITY_MIN
 from project.messaging.messages import priority_step
-from project.redis import get_redis, redis_key
+from project.redis import LuaScript, get_redis, redis_key
 
 logger = logging.getLogger("trawl.fairshare")
 
 PICK_ATTEMPTS = 5  # claims lost to other workers before a slot falls back to its own job
 SYSTEM = "system"  # scheduled and admin work without a requester counts as one requester
+SERVED_TTL = 86400
+# When a requester was last served at a step: Redis's clock in microseconds, never below the step's last mark + 1
+# (kept in the hash's `~last`), so one round trip within a crawl host's claim turn orders the step's claims as a
+# shared counter did in two. Only marks of one step's hash, so of one Redis node, are ever compared.
+SERVED_MARK = LuaScript(
+    "local t = redis.call('TIME') "
+    "local last = tonumber(redis.call('HGET', KEYS[1], '~last')) or 0 "
+    "local mark = string.format('%.0f', math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), last + 1)) "
+    "redis.call('HSET', KEYS[1], ARGV[1], mark, '~last', mark) "
+    "redis.call('EXPIRE', KEYS[1], ARGV[2]) return mark"
+)
 
 
 def jobs_admit(*, requester: Requester | None, shards: int, jobs: int = 1) -> None:
@@ -91,7 +103,8 @@ def step_priorities(step: int) -> tuple[int, int]:
 
 
 def _served_key(step: int) -> str:
-    return redis_key("fairshare", "served", step)
+    # Not `served`, the hash of the counter's turns these marks replace: a worker of either kind reads its own.
+    return redis_key("fairshare", "served_at", step)
 
 
 def fair_pick(*, priority: int, own: CrawlJob | None, slot_soft_limit: float | None) -> CrawlJob | None:
@@ -99,9 +112,23 @@ def fair_pick(*, priority: int, own: CrawlJob | None, slot_soft_limit: float | N
     step = priority_step(priority)
     low, high = step_priorities(step)
     queued = CrawlJob.objects.filter(status=JobStatus.QUEUED, priority__gte=low, priority__lte=high)
-    owners = set(queued.values_list("requester_id", flat=True).distinct())
+    # Without the model's ordering, which DISTINCT would add to its columns: a row per requester, not per queued job.
+    owners = set(queued.order_by().values_list("requester_id", flat=True).distinct())
     if not owners:
         return None
+    order = sorted(owners, key=_owed_order(owners, step)) if len(owners) > 1 else owners  # one: nobody to weigh
+    for owner in order:
+        if own is not None and own.status == JobStatus.QUEUED and own.requester_id == owner:
+            return own  # the slot's own job is the owed one: no swap
+        candidates = queued.filter(requester_id=owner) if owner is not None else queued.filter(requester__isnull=True)
+        job = candidates.select_related("scraper", "version").order_by("-priority", "queued_at", "id").first()
+        if job is not None and _fits(job, slot_soft_limit):
+            return job
+    return None
+
+
+def _owed_order(owners: set[int | None], step: int) -> Callable[[int | None], tuple[int, int, bool, int]]:
+    """The sort key of requesters with queued jobs at `step`: fewest shards running, then served longest ago."""
     # Shards, not jobs: a requester running one parallelism-32 job holds 32 worker slots, not one.
     running = dict(
         CrawlJob.objects.filter(status=JobStatus.RUNNING, requester_id__in=owners - {None})
@@ -118,14 +145,7 @@ def fair_pick(*, priority: int, own: CrawlJob | None, slot_soft_limit: float | N
         # Ties go to the oldest requester (the system tenant first): by id as a number, not as text ("10" < "9").
         return running.get(owner, 0), int(served.get(name, 0)), owner is not None, owner or 0
 
-    for owner in sorted(owners, key=owed):
-        if own is not None and own.status == JobStatus.QUEUED and own.requester_id == owner:
-            return own  # the slot's own job is the owed one: no swap
-        candidates = queued.filter(requester_id=owner) if owner is not None else queued.filter(requester__isnull=True)
-        job = candidates.select_related("scraper", "version").order_by("-priority", "queued_at", "id").first()
-        if job is not None and _fits(job, slot_soft_limit):
-            return job
-    return None
+    return owed
 
 
 def _fits(job: CrawlJob, slot_soft_limit: float | None) -> bool:
@@ -137,12 +157,7 @@ def fair_served(*, job: CrawlJob) -> None:
     """Note that `job`'s requester was just served at its priority step (round-robin order)."""
     step = priority_step(job.priority)
     owner = SYSTEM if job.requester_id is None else str(job.requester_id)
-    client = get_redis()
-    turn = client.incr(redis_key("fairshare", "turn"))
-    with client.pipeline() as pipe:
-        pipe.hset(_served_key(step), owner, turn)
-        pipe.expire(_served_key(step), 86400)
-        pipe.execute()
+    SERVED_MARK.run(get_redis(), [_served_key(step)], [owner, SERVED_TTL])
 
 
 def fair_enabled() -> bool:

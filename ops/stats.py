@@ -30,6 +30,11 @@ ITEM_CHANGES = ("new", "changed", "unchanged")
 JOB_SUMS = (("pages", "pages"), ("bytes", "bytes"), ("requests", "requests"))
 LIFETIME = "lifetime"
 clock = time.time  # the one clock the counters read; tests replace it
+# A job's numbers added to one hash in one call, not one HINCRBYFLOAT each (~200 a job, parsed by redis-py and Redis
+# alike). Floats for all: Redis prints whole sums as integers, and HINCRBY would refuse a field once fractional.
+# EVAL, not EVALSHA: a pipeline cannot load a missing script and re-run only the commands that failed (and sent as a
+# plain command: a cluster pipeline's `eval` method is something else).
+HASH_ADD = "for i = 1, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1]) end return 0"
 
 
 def _key(*parts: Any) -> str:
@@ -131,21 +136,24 @@ def stats_record(
     keep = max(settings.TRAWL_STATS_WINDOWS) + 7200
     client = get_redis()
     pipe = client.pipeline(transaction=False)
+    additions: defaultdict[str, dict[str, float]] = defaultdict(dict)  # hash → field → amount
     for kind, name in dimensions:
         lifetime = _key("total") if not is_domain_kind(kind) else domain_total_key(kind, name)
         for bucket in (_key("m", minute), _key("h", hour), lifetime):
-            for metric, value in numbers.items():
-                # Floats for all: Redis prints whole sums as integers, and HINCRBY would refuse a field once fractional.
-                pipe.hincrbyfloat(bucket, f"{kind}|{name}|{metric}", value)
+            additions[bucket].update({f"{kind}|{name}|{metric}": value for metric, value in numbers.items()})
         if is_domain_kind(kind):
-            pipe.expire(lifetime, settings.TRAWL_STATS_DOMAIN_TTL)
             pipe.zincrby(_key("domains", kind), numbers.get("requests", 0), name)
             pipe.zadd(_key("domains_seen", kind), {name: at})
     if duration is not None:
         le = duration_bucket(duration, settings.TRAWL_STATS_DURATION_BUCKETS)
         for kind, name in dimensions:
             if kind in ("all", "version"):
-                pipe.hincrby(_key("total"), f"{kind}|{name}|dur_le:{le}", 1)
+                additions[_key("total")][f"{kind}|{name}|dur_le:{le}"] = 1
+    for bucket, fields in additions.items():
+        pipe.execute_command("EVAL", HASH_ADD, 1, bucket, *(part for pair in fields.items() for part in pair))
+    for kind, name in dimensions:
+        if is_domain_kind(kind):
+            pipe.expire(domain_total_key(kind, name), settings.TRAWL_STATS_DOMAIN_TTL)
     pipe.expire(_key("m", minute), keep)
     pipe.expire(_key("h", hour), keep)
     pipe.execute()
@@ -283,7 +291,8 @@ def _with_prefix(metrics: Mapping[str, float], prefix: str) -> dict[str, int]:
 
 
 def _number(value: Any) -> float:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    # Finite only: Redis refuses a NaN or an infinite increment, which would stop the script adding a hash's fields.
+    return value if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else 0
 
 
 def _parse(value: str) -> float:

@@ -19,6 +19,9 @@ from django.db import connection
 from project.celery import app
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# A crawl worker's env for prefork semantics: one crawl per process, and with Celery's prefetch of 1 and late
+# acknowledgement a process holds one crawl message at a time (the default crawl host takes and prefetches many).
+ONE_CRAWL_PER_PROCESS = {"TRAWL_CRAWLS_PER_PROCESS": "1"}
 _running: dict[str, Worker] = {}  # hostname → worker, for every worker this test process started and not yet stopped
 
 

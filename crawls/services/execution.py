@@ -23,8 +23,8 @@ from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.replays.recordings import job_recording_store
 from crawls.services.crawl_spec import crawl_spec_build, spider_kwargs, spider_path_of
 from crawls.services.ingestion import ItemIngest
-from crawls.services.jobs import job_claim_fair
-from crawls.services.lifecycle import AttemptCause, job_attempt_over, job_end, shard_join
+from crawls.services.jobs import job_claim_message
+from crawls.services.lifecycle import AttemptCause, job_attempt_over, job_end
 from crawls.services.liveness import DATABASE_UNAVAILABLE, CrawlTick, database_reconnect, heartbeat_kept
 from crawls.services.monitoring import job_monitors, job_outcome_monitored
 from crawls.services.screenshots import job_screenshots_store
@@ -33,7 +33,6 @@ from crawls.timeouts import job_timeout
 from crawls.worker.shutdown import crawling
 from crawls.worker.stalls import reactor_watched
 from project.errors import InfrastructureUnavailable, TrawlError
-from project.pools.hosted import claim_turn
 from project.pools.memory import crawl_weighed
 from project.sentry import sentry_job_tags
 from registry.services import version_route
@@ -65,12 +64,7 @@ def job_execute(
 
     The message is a slot at its priority: the job that runs may be another requester's (crawls/fairshare.py).
     A shard message (`shard` > 0) is not a slot: it joins its own job, a parallel one already running."""
-    if shard:
-        with claim_turn():  # not a slot, but a claim all the same: a shard holds no later claim while it crawls
-            job = shard_join(job_id=job_id, attempt=attempt, shard=shard, worker=worker)
-    else:
-        with claim_turn():  # a crawl host's claims in the order of their messages: the queue's priority order
-            job = job_claim_fair(job_id=job_id, attempt=attempt, worker=worker, slot_soft_limit=slot_soft_limit)
+    job = job_claim_message(job_id=job_id, attempt=attempt, worker=worker, shard=shard, slot_soft_limit=slot_soft_limit)
     if job is None:
         current, url = CrawlJob.objects.filter(pk=job_id).values_list("status", "url").first() or ("missing", "")
         logger.info("job %s attempt %s shard %s not claimed (status %s)", job_id, attempt, shard, current)

@@ -104,16 +104,18 @@ def _new_job(spec: dict[str, Any], scraper: Scraper, *, requester: Requester | N
 
 def job_claim(*, job_id: str, attempt: int, worker: str) -> CrawlJob | None:
     """queued → running for this attempt, so a redelivered message never runs a job twice."""
+    return job_claimed(job_id) if job_claim_moved(job_id=job_id, attempt=attempt, worker=worker) else None
+
+
+def job_claim_moved(*, job_id: str, attempt: int, worker: str) -> bool:
+    """job_claim's compare-and-set alone: a crawl host's claim turn reads the claimed job after it (job_claimed)."""
     now = timezone.now()
-    claimed = transition(
-        CrawlJob.objects.filter(pk=job_id, attempt=attempt),
-        expected=JobStatus.QUEUED,
-        status=JobStatus.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        worker=worker,
-    )
-    return CrawlJob.objects.select_related("scraper", "source").get(pk=job_id) if claimed else None
+    running = {"status": JobStatus.RUNNING, "started_at": now, "heartbeat_at": now, "worker": worker}
+    return bool(transition(CrawlJob.objects.filter(pk=job_id, attempt=attempt), expected=JobStatus.QUEUED, **running))
+
+
+def job_claimed(job_id: str) -> CrawlJob:
+    return CrawlJob.objects.select_related("scraper", "source").get(pk=job_id)
 
 
 def shard_join(*, job_id: str, attempt: int, shard: int, worker: str) -> CrawlJob | None:
@@ -205,12 +207,7 @@ def _job_next_attempt(*, job: CrawlJob, reason: str, spends_attempt: bool, only_
     """running → queued as a new attempt (the old attempt's messages can no longer claim it), published again; one
     that does not spend an attempt raises `max_attempts` with it. A publish that fails (the broker is away) is
     logged: the job stays queued and the reaper publishes it again."""
-    fields: dict[str, Any] = {
-        "status": JobStatus.QUEUED,
-        "attempt": job.attempt + 1,
-        "worker": "",
-        "heartbeat_at": None,
-    }
+    fields: dict[str, Any] = dict(status=JobStatus.QUEUED, attempt=job.attempt + 1, worker="", heartbeat_at=None)
     if not spends_attempt:
         fields["max_attempts"] = job.max_attempts + 1
     running = CrawlJob.objects.filter(only_if or Q(), pk=job.pk, attempt=job.attempt)

@@ -7,8 +7,9 @@ import asyncio as _asyncio
 import contextlib
 import functools
 import hashlib
+import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -18,6 +19,8 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from project.redis.installation import installation_id
 
@@ -151,6 +154,38 @@ async def loop_redis_close() -> None:
 def get_redis() -> redis.Redis:
     """This process's client of Trawl's state, replies decoded."""
     return redis_client(health_check_interval=30, retry_on_timeout=True)
+
+
+PROBE_TIMEOUT_SECONDS = 1.0
+
+
+def redis_answers(url: str | None = None, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
+    """True when a Redis (or, for a `redis+cluster://` URL, a Redis Cluster) answers a PING at `url` (default
+    REDIS_URL). A try ends within two `timeout`s: a connection the server dropped (it restarted) is opened again once,
+    never more."""
+    try:
+        return bool(_probe(url or settings.REDIS_URL, timeout).ping())
+    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError):
+        return False
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(url: str, timeout: float) -> Any:
+    # Kept, so a probe costs one round trip; a cluster's client fails at its creation when no node answers, and is
+    # not kept then.
+    return redis_client(url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 1))
+
+
+def redis_awaited(*, patience: float, given_up: Callable[[], bool] = lambda: False) -> bool:
+    """True once Trawl's Redis answers (redis_answers), trying for up to `patience` seconds (0: once), pausing up to
+    2 s between tries, unless `given_up()` says stop first. Each try is bounded, so the patience bounds the wait."""
+    deadline, pause = time.monotonic() + patience, 0.25
+    while not redis_answers():
+        if time.monotonic() + pause > deadline or given_up():
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
+    return True
 
 
 def on_cluster(client: Any) -> bool:

@@ -13,7 +13,7 @@ import hashlib
 
 from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 
 _known: dict[tuple, str] = {}
 
@@ -22,8 +22,10 @@ def installation_id() -> str:
     """Eight hex digits, the same in every process of one installation; read once per process and database."""
     if settings.TRAWL_INSTALLATION_ID:
         return settings.TRAWL_INSTALLATION_ID
-    database = connection.settings_dict
-    key = (connection.vendor, database.get("NAME"), database.get("HOST"), database.get("PORT"))
+    # The default database's settings (the dict its connection reads) rather than the connection's: every Redis key
+    # asks, and a thread's connection is looked up through asgiref's context-aware Local each time.
+    database = settings.DATABASES[DEFAULT_DB_ALIAS]
+    key = (database.get("ENGINE"), database.get("NAME"), database.get("HOST"), database.get("PORT"))
     if key not in _known:
         _known[key] = _derive()
     return _known[key]

@@ -8,19 +8,9 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import redis
-
-from project.redis import is_cluster_url, redis_client
+from project.redis import is_cluster_url, redis_answers
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
-
-
-def redis_answers(url: str, timeout: float = 1.0) -> bool:
-    """True when a Redis (or, for a `redis+cluster://` URL, a Redis Cluster) answers at `url`."""
-    try:
-        return bool(redis_client(url, socket_connect_timeout=timeout, socket_timeout=timeout).ping())
-    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError):
-        return False
 
 
 def redis_binary() -> str:

@@ -102,8 +102,9 @@ class Pins:
     handlers: dict[str, str | None]
 
     @classmethod
-    def of(cls, composed: Mapping[str, Any]) -> Pins:
-        settings = Settings(dict(composed))
+    def of(cls, composed: Mapping[str, Any], settings: BaseSettings | None = None) -> Pins:
+        """`settings`: `composed` as Scrapy Settings, untouched yet, when the caller built them already."""
+        settings = Settings(dict(composed)) if settings is None else settings
         values = {name: plain(settings[name]) for name in PINNED}
         values.update({name: value for name, value in composed.items() if name.startswith(TRAWL_PREFIX)})
         values.update(ENFORCED)
@@ -196,6 +197,14 @@ class OneCrawlSettings(Settings):
 
     handing_over = False  # set just before the crawler copies them: that one copy is these settings themselves
     handed_over = False
+    building_runner = False  # while TrawlRunner builds Scrapy's runner, whose spider loader reads no setting
+
+    def frozencopy(self) -> BaseSettings:
+        if not self.building_runner or self.get("SPIDER_LOADER_CLASS") != HANDED_SPIDER_LOADER:
+            return super().frozencopy()
+        handed = BaseSettings()  # for HandedSpiderLoader.from_settings: not a copy of the ~400 settings
+        handed.freeze()
+        return handed
 
     def copy(self) -> OneCrawlSettings:
         if not self.handing_over:
@@ -216,12 +225,46 @@ def _values_owned(settings: BaseSettings) -> None:
             attribute.value = copy.deepcopy(attribute.value)
 
 
+class HandedSpiderLoader:
+    """A TrawlRunner's spider loader: its crawl is handed the spider class, never looks one up by name, so the
+    project's loader (which imports every module of SPIDER_MODULES) need not be built for each crawl."""
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> HandedSpiderLoader:
+        return cls()
+
+    def load(self, spider_name: str) -> type[Spider]:
+        raise KeyError(f"a Trawl crawl is handed its spider class; it looks none up by name ({spider_name!r})")
+
+    def list(self) -> list[str]:
+        return []
+
+    def find_by_request(self, request: Any) -> list[str]:
+        return []
+
+
+HANDED_SPIDER_LOADER = f"{__name__}.HandedSpiderLoader"
+
+
 class TrawlRunner(CrawlerRunner):
-    """A runner of one crawl (crawler_create)."""
+    """A runner of one crawl (crawler_create), always handed its spider class. Scrapy's runner builds a spider
+    loader from a frozen deep copy of its settings (4 ms a crawl) to look spiders up by name, and merges its settings
+    into a crawler it is handed, which here holds those very settings: neither is done."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        self.pins = Pins.of(settings)
-        super().__init__(OneCrawlSettings(settings))
+        composed = OneCrawlSettings(settings)
+        self.pins = Pins.of(settings, composed)
+        composed.set("SPIDER_LOADER_CLASS", HANDED_SPIDER_LOADER, priority=ENFORCED_PRIORITY)
+        composed.building_runner = True
+        try:
+            super().__init__(composed)
+        finally:
+            composed.building_runner = False
+
+    def create_crawler(self, crawler_or_spidercls: type[Spider] | Crawler) -> Crawler:
+        if isinstance(crawler_or_spidercls, Crawler) and crawler_or_spidercls.settings is self.settings:
+            return crawler_or_spidercls  # its settings are these: Scrapy's merge would set each to itself
+        return super().create_crawler(crawler_or_spidercls)
 
     def _create_crawler(self, spidercls: str | type[Spider]) -> Crawler:
         if isinstance(spidercls, str):

@@ -170,3 +170,89 @@ def test_a_claim_whose_turn_count_redis_refuses_still_runs_the_claimed_job(built
 
     assert claimed is not None and claimed.pk == mine.pk
     assert CrawlJob.objects.get(pk=mine.pk).status == JobStatus.RUNNING
+
+
+@pytest.mark.django_db
+def test_with_one_requester_queued_the_pick_weighs_nobody(builtins, sent_tasks, django_assert_max_num_queries):
+    """Fair share orders requesters; with jobs of one requester alone queued at a step (the common case: one team, or
+    beat's own jobs) there is nobody to weigh it against, so the pick reads neither the running shards nor the served
+    turns: each of many crawls starting at once pays two queries and one Redis read less."""
+    from crawls import fairshare
+
+    _, requester = limited("alone", None)
+    backlog = queue(requester, 3)
+
+    def unread(*_args, **_kwargs):
+        raise AssertionError("the served turns were read")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fairshare, "get_redis", unread)
+        with django_assert_max_num_queries(2):  # the queued requesters, then the oldest of theirs (not its own)
+            picked = fairshare.fair_pick(priority=backlog[1].priority, own=None, slot_soft_limit=None)
+        assert picked.pk == backlog[0].pk
+        with django_assert_max_num_queries(1):  # its own job is the owed one: no further query
+            assert fairshare.fair_pick(priority=backlog[1].priority, own=backlog[1], slot_soft_limit=None) == backlog[1]
+
+
+@pytest.mark.django_db
+def test_a_claim_holds_its_turn_for_the_pick_and_the_claim_only(builtins, sent_tasks):
+    """A crawl host's claims take turns (project/pools/turns.py): each holds the turn for the pick and the claim, not
+    for reading its own job before nor the claimed one after, so the claims of many crawls starting at once follow
+    each other sooner. The served mark is written in the turn too (fair share's order reads it)."""
+    import contextlib
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from project.messaging.messages import priority_step
+
+    _, requester = limited("alone", None)
+    [mine] = queue(requester, 1)
+    inside = CaptureQueriesContext(connection)
+    before = CaptureQueriesContext(connection)
+
+    turns = []
+
+    @contextlib.contextmanager
+    def turn():
+        turns.append(before.__exit__(None, None, None))
+        with inside:
+            yield
+
+    before.__enter__()
+    try:
+        claimed = job_claim_fair(job_id=str(mine.pk), attempt=1, worker="w", turn=turn)
+    finally:
+        if not turns:  # the claim failed before its turn: stop capturing all the same
+            before.__exit__(None, None, None)
+
+    assert claimed.pk == mine.pk and claimed.status == JobStatus.RUNNING
+    assert [query["sql"].startswith("SELECT") for query in before.captured_queries] == [True], "its own job, read first"
+    in_turn = [query["sql"].split()[0] for query in inside.captured_queries]
+    assert in_turn == ["SELECT", "UPDATE"], "the queued requesters and the claim; the claimed job is read after"
+    columns = inside.captured_queries[0]["sql"].split(" FROM ")[0]
+    assert "DISTINCT" in columns and "queued_at" not in columns, "a row per requester, not one per queued job"
+    served = get_redis().hget(redis_key("fairshare", "served_at", priority_step(mine.priority)), str(requester.pk))
+    assert int(served) > 1_700_000_000_000_000, "served, marked with Redis's clock in microseconds"
+
+
+@pytest.mark.django_db
+def test_served_marks_of_a_step_only_grow_even_if_redis_clock_steps_back(builtins, sent_tasks):
+    """Fair share's served-longest-ago order: each mark is Redis's clock, but never below the step's last mark + 1
+    (a clock stepped back by NTP, or a failover to a node whose clock is behind, must not put a requester first)."""
+    from crawls.fairshare import _served_key, fair_served
+    from project.messaging.messages import priority_step
+
+    _, first = limited("first", None)
+    _, second = limited("second", None)
+    [a] = queue(first, 1)
+    [b] = queue(second, 1)
+    key = _served_key(priority_step(a.priority))
+    ahead = 5_000_000_000_000_000  # far past Redis's clock: as if the clock had stepped back since
+    get_redis().hset(key, "~last", ahead)
+
+    fair_served(job=a)
+    fair_served(job=b)
+
+    marks = get_redis().hgetall(key)
+    assert int(marks[str(first.pk)]) == ahead + 1 and int(marks[str(second.pk)]) == ahead + 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -189,5 +190,10 @@ def crawl_handed_over(api, tree_site: TreeSite, cluster: Cluster, *, whole_group
     hits = tree_site.page_hits()
     assert set(hits) == tree_site.all_paths()
     assert sum(hits.values()) - tree_site.pages <= CONCURRENT_REQUESTS  # only those in flight at the SIGTERM again
-    assert stopping.process.wait(30) is not None  # the warm shutdown ended: the crawl did not hold the worker
+    # The warm shutdown ends: the crawl did not hold the worker. The handover pause above is what shows it was at
+    # once; this only waits for the process, which a loaded machine took over 30 s to wind down (a full run).
+    try:
+        stopping.process.wait(90)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the SIGTERMed worker is still running\n{cluster.logs()}") from None
     return job

@@ -16,11 +16,9 @@ from crawls.tasks import finalize_batch, sweep_batches
 from registry.models import Scraper, ScraperVersion
 from tests.callbacks.harness import FAST_ENV, Beat, Receiver, exclusive, kill_hard, pause, sweepers_every
 from tests.e2e.faults_stack import wait_batch
-from tests.workers import Worker
+from tests.workers import ONE_CRAWL_PER_PROCESS, Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-ONE_PER_PROCESS = {"TRAWL_CRAWLS_PER_PROCESS": "1"}
 
 
 class Cluster:
@@ -37,7 +35,7 @@ def cluster(django_db_setup, django_db_blocker, redis_server, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("batch-workers")
     ops = Worker(queues="control,callbacks", concurrency=2, env=FAST_ENV, log_dir=log_dir)
     # Four crawl slots exactly (one crawl per process): the cancel test counts on jobs still queued behind them.
-    crawlers = Worker(queues="crawls", concurrency=4, env={**FAST_ENV, **ONE_PER_PROCESS}, log_dir=log_dir)
+    crawlers = Worker(queues="crawls", concurrency=4, env={**FAST_ENV, **ONE_CRAWL_PER_PROCESS}, log_dir=log_dir)
     try:
         ops.start()
         crawlers.start()
@@ -206,7 +204,7 @@ def test_worker_killed_hard_mid_batch_still_ends_in_one_batch_completed_via_the_
     api, builtins, slow_site, cluster, receiver, tmp_path
 ):
     site = slow_site
-    victim = Worker(queues="crawls", concurrency=1, env={**FAST_ENV, **ONE_PER_PROCESS}, log_dir=tmp_path)
+    victim = Worker(queues="crawls", concurrency=1, env={**FAST_ENV, **ONE_CRAWL_PER_PROCESS}, log_dir=tmp_path)
     beat = Beat(log_dir=tmp_path)
     try:
         # The cluster's crawl worker steps aside so the slow job (highest priority, published first) lands on victim.

@@ -19,7 +19,7 @@ from tests.e2e.rabbitmq import VHOST, on_rabbitmq, purge, rabbitmqctl
 from tests.e2e.test_crawl_jobs import test_rest_job_succeeds_with_expected_items, test_running_job_can_be_cancelled
 from tests.e2e.test_fairshare_e2e import fast_localhost, test_a_late_requesters_jobs_start_before_a_big_backlog_drains
 from tests.ops.test_apis import metric_samples
-from tests.workers import Worker
+from tests.workers import ONE_CRAWL_PER_PROCESS, Worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 __all__ = [
@@ -32,10 +32,9 @@ __all__ = [
 
 LOW = 50
 
-# Prefork semantics for the order and fair-share tests here: a slot is a process (several crawls per process take
-# as many messages at once and start them together, their order then their claims' race). The Redis broker's
-# fair-share test (tests/e2e/test_fairshare_e2e.py) runs at the default crawls per process.
-ONE_CRAWL_PER_PROCESS = {"TRAWL_CRAWLS_PER_PROCESS": "1"}
+# The order and fair-share tests here run their workers with ONE_CRAWL_PER_PROCESS, prefork semantics: a slot is a
+# process (several crawls per process take as many messages at once and start them together, their order then their
+# claims' race). The Redis broker's fair-share test (tests/e2e/test_fairshare_e2e.py) runs at the default.
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from tests.clients import client_for
 from tests.conftest import wait_for_job
 from tests.sites import ServedSite
 from tests.throttling.buckets_helpers import flush_throttle_keys, most_in_any_window
-from tests.workers import Worker
+from tests.workers import ONE_CRAWL_PER_PROCESS, Worker
 from throttling.models import DomainThrottle
 from throttling.services import throttle_create, throttle_delete
 
@@ -70,7 +70,10 @@ def stamped_site():
 
 @pytest.fixture(scope="module")
 def two_workers(django_db_setup, django_db_blocker, redis_server, tmp_path_factory):
-    workers = [Worker(queues="crawls", log_dir=tmp_path_factory.mktemp("throttle-workers")) for _ in range(2)]
+    """Two hosts, one crawl each: a worker's crawl host has TRAWL_CRAWLS_PER_PROCESS slots and prefetches as many, so
+    with the default either worker may take both jobs, and the limit across processes would go untested."""
+    log_dir = tmp_path_factory.mktemp("throttle-workers")
+    workers = [Worker(queues="crawls", log_dir=log_dir, env=ONE_CRAWL_PER_PROCESS) for _ in range(2)]
     try:
         for worker in workers:
             worker.start()

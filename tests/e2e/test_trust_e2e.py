@@ -59,8 +59,9 @@ def test_a_2000_item_flush_on_a_slow_database_never_lets_the_job_go_stale(api, b
     assert finished.status == "succeeded", finished.error_message
     assert finished.stats["items_new"] == 2000
     assert finished.attempt == 1, "the reaper took the live job for a dead one"
-    # Heartbeats every second in tests; the reaper's stale bound is a few heartbeats.
-    assert worst < 3, f"the liveness the reaper reads was {worst:.1f}s old while the flush waited for the database"
+    # Heartbeats every second in tests (the reaper's stale bound is 18 s). Without the heartbeat thread the liveness
+    # would age with the lock, to 8 s; 5 leaves a loaded machine's thread a few seconds late without missing that.
+    assert worst < 5, f"the liveness the reaper reads was {worst:.1f}s old while the flush waited for the database"
 
 
 # --- tenancy -----------------------------------------------------------------------------------------------

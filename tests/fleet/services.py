@@ -16,7 +16,8 @@ from pathlib import Path
 
 import psycopg
 
-from project.redis.server import redis_answers, redis_binary
+from project.redis import redis_answers
+from project.redis.server import redis_binary
 from tests.chaos.harness import PrivatePostgres, free_port
 
 RABBIT_PORT = 5672

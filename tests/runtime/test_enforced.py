@@ -18,7 +18,15 @@ from registry.models import Scraper, ScraperVersion
 from runtime.guard.schemes import HTTP_DOWNLOAD_HANDLERS
 from runtime.items.bounds import ITEM_BOUNDS
 from runtime.settings.compose import scrapy_settings_for
-from runtime.settings.enforced import ENFORCED_PRIORITY, TrawlCrawler, crawler_create, pins_apply, pins_broken
+from runtime.settings.enforced import (
+    ENFORCED_PRIORITY,
+    HANDED_SPIDER_LOADER,
+    HandedSpiderLoader,
+    TrawlCrawler,
+    crawler_create,
+    pins_apply,
+    pins_broken,
+)
 from runtime.watch.budget import ITEM_BUDGET
 from tests.fixtures.hostile import BLOCKS, GATE, GUARD, STRIPPING_SETTINGS, THROTTLE, SettingsStrippingSpider
 
@@ -155,3 +163,33 @@ def test_a_crawls_settings_are_its_own_without_scrapys_second_deep_copy(composed
     )
     with pytest.raises(RuntimeError, match="one crawler"):
         runner.create_crawler(SettingsStrippingSpider)
+
+
+def test_a_crawls_runner_makes_no_further_copy_of_its_settings(composed, monkeypatch):
+    """Scrapy's runner deep-copies its settings for a spider loader and merges them into the crawler it runs: Trawl's
+    runner, handed its spider class and running the crawler that holds its very settings, does neither, and still has
+    whatever Scrapy's own runner sets up."""
+    from scrapy.crawler import CrawlerRunner
+    from scrapy.settings import BaseSettings, Settings
+
+    copies = []
+    original = BaseSettings.copy
+
+    def copy_counted(self):
+        if "BOT_NAME" in self.attributes:  # a whole crawl's settings, not one of its dict settings
+            copies.append(self)
+        return original(self)
+
+    monkeypatch.setattr(BaseSettings, "copy", copy_counted)
+    runner, crawler = crawler_create(SettingsStrippingSpider, composed)
+    assert runner.create_crawler(crawler) is crawler
+    assert copies == []
+
+    monkeypatch.setattr(BaseSettings, "copy", original)
+    assert set(vars(CrawlerRunner(Settings()))) <= set(vars(runner)), "all that Scrapy's own runner sets up"
+    assert isinstance(runner.spider_loader, HandedSpiderLoader)
+    with pytest.raises(KeyError, match="handed its spider class"):
+        runner.spider_loader.load("any")
+    assert crawler.settings["SPIDER_LOADER_CLASS"] == HANDED_SPIDER_LOADER
+    whole = crawler.settings.frozencopy()  # once the runner is built, a frozen copy is a whole one again
+    assert whole["BOT_NAME"] == crawler.settings["BOT_NAME"] and whole.frozen

@@ -76,7 +76,8 @@ def test_ticks_that_come_while_another_reads_do_not_wait_for_it():
         silent.bind(("127.0.0.1", 0))
         silent.listen(100)
         port = silent.getsockname()[1]
-        client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+        # A socket timeout long enough for the ten ticks' threads to start and answer within it on a loaded machine.
+        client = redis.Redis(port=port, socket_timeout=5, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
         jobs, watch = _jobs(11), CountingWatch(every=3600, client=lambda: client)
         failed = []
 

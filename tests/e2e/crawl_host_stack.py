@@ -66,28 +66,41 @@ class GreedySpider(scrapy.Spider):
 
 
 class GaugedSite(TreeSite):
-    """A TreeSite that also counts the page requests it is answering at once (`most`: the highest count seen)."""
+    """A TreeSite that also counts the page requests it is answering at once (`most`: the highest count seen).
+
+    A request is open from the moment it is read until just before its answer is written: a span inside the
+    client's, so a request counted here was certainly in flight at the crawler. Counting until after the write would
+    also count the moments a handler thread of this busy test process waits for the GIL after the crawler already
+    has its answer (and has sent its next request)."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.in_flight = self.most = 0
         handler, site = self.server.RequestHandlerClass, self
-        answer = handler.do_GET
+        answer_get, send = handler.do_GET, handler.answer
+
+        def closed(request) -> None:
+            if getattr(request, "counted", False):
+                request.counted = False
+                with site.lock:
+                    site.in_flight -= 1
 
         def do_GET(request) -> None:
-            counted = request.path.startswith("/p/")
-            if counted:
+            request.counted = request.path.startswith("/p/")
+            if request.counted:
                 with site.lock:
                     site.in_flight += 1
                     site.most = max(site.most, site.in_flight)
             try:
-                answer(request)
+                answer_get(request)
             finally:
-                if counted:
-                    with site.lock:
-                        site.in_flight -= 1
+                closed(request)
 
-        handler.do_GET = do_GET
+        def answer(request, code: int, body: bytes) -> None:
+            closed(request)
+            send(request, code, body)
+
+        handler.do_GET, handler.answer = do_GET, answer
 
 
 class HostCluster(Cluster):

@@ -1,6 +1,7 @@
 """A separate process that dispatches due sources or submits jobs, with its own database connection and broker.
 
-Run as `python -m tests.e2e.scheduling_probe dispatch <start-at> [--no-lease] [--chunk N]` or
+Run as `python -m tests.e2e.scheduling_probe dispatch [--no-lease] [--chunk N]` (it prints "ready" once set up and
+dispatches when a line comes on its stdin, so racing probes start together) or
 `python -m tests.e2e.scheduling_probe submit <url> <priority> <count>` with DJANGO_SETTINGS_MODULE, DATABASE_URL and
 REDIS_URL pointing at the test database and Redis. Prints one JSON line: {"jobs": [<job id>, ...]}.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+import sys
 
 import django
 
@@ -18,7 +19,6 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     commands = parser.add_subparsers(dest="command", required=True)
     dispatch = commands.add_parser("dispatch")
-    dispatch.add_argument("start_at", type=float, help="unix time to start at, so racing probes start together")
     dispatch.add_argument("--no-lease", action="store_true")
     dispatch.add_argument("--chunk", type=int, default=0)
     submit = commands.add_parser("submit")
@@ -35,7 +35,8 @@ def main() -> None:
     if args.command == "dispatch":
         if args.chunk:
             settings.TRAWL_SCHEDULING_DISPATCH_CHUNK = args.chunk
-        time.sleep(max(0.0, args.start_at - time.time()))
+        print("ready", flush=True)
+        sys.stdin.readline()
         print(json.dumps({"published": sources_dispatch_due(lease=not args.no_lease)}), flush=True)
     else:
         jobs = [job_create(url=args.url, priority=args.priority) for _ in range(args.count)]

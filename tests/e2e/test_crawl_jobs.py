@@ -84,10 +84,16 @@ def test_spider_that_raises_fails_the_job_and_worker_keeps_serving(api, builtins
 
 def test_job_past_its_timeout_fails_and_its_crawl_stops(api, builtins, site, job_waiter):
     link = ScraperVersion.objects.get(scraper__name="link")
-    link.settings = {"TRAWL_JOB_TIMEOUT": 3, "CONCURRENT_REQUESTS": 1}
+    # The timeout counts from the claim, so it includes the crawl's start; a chain of 20 pages of 0.5 s, one at a
+    # time, outlasts it however fast the start.
+    link.settings = {"TRAWL_JOB_TIMEOUT": 8, "CONCURRENT_REQUESTS": 1}
     link.save()
 
-    job = job_waiter(submit(api, url=f"{site.url}/slow/0", options={"maxdepth": 20})["id"])
+    delay, site.slow_delay = site.slow_delay, 0.5
+    try:
+        job = job_waiter(submit(api, url=f"{site.url}/slow/0", options={"maxdepth": 20})["id"])
+    finally:
+        site.slow_delay = delay
     hits_at_end = site.slow_hits()
     time.sleep(3)
 

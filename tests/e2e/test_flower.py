@@ -50,7 +50,7 @@ def get(url: str, *, auth: str | None = AUTH) -> tuple[int, bytes]:
 
 
 @pytest.fixture
-def flower(tmp_path: Path):
+def flower(tmp_path: Path, crawl_worker):
     port = free_port()
     args = [a for a in procfile_flower_args() if not a.startswith("--port")]
     # The password is the admin's: on the command line every user of the machine reads it in `ps`. flowerconfig.py
@@ -75,7 +75,13 @@ def flower(tmp_path: Path):
             assert process.poll() is None, (tmp_path / "flower.log").read_text()
             assert time.monotonic() < deadline, "flower did not start"
             time.sleep(0.2)
-        time.sleep(1)  # let its event consumer attach before the task runs
+        # Events are Redis pub/sub: any sent before Flower's consumer attached are lost to it. The running worker's
+        # heartbeat (every 2 s, an event) showing in Flower's own state says it has.
+        while not json.loads(get(f"{base}/workers?json=1")[1] or b"{}").get("data"):
+            assert time.monotonic() < deadline + 30, (
+                f"flower saw no worker's events\n{(tmp_path / 'flower.log').read_text()}"
+            )
+            time.sleep(0.2)
         yield base
     finally:
         os.killpg(process.pid, signal.SIGTERM)

@@ -106,7 +106,8 @@ def probe(redis_url: str, *args: str) -> subprocess.Popen:
         "PYTHONPATH": str(BASE_DIR),
     }
     command = [sys.executable, "-m", "tests.e2e.scheduling_probe", *args]
-    return subprocess.Popen(command, cwd=BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    return subprocess.Popen(command, cwd=BASE_DIR, env=env, text=True, **pipes)
 
 
 def probe_report(process: subprocess.Popen) -> dict:
@@ -181,9 +182,12 @@ def test_two_beats_at_once_publish_each_due_source_exactly_once(builtins, broker
 def test_racing_dispatchers_without_the_lease_still_book_each_source_once(builtins, broker):
     """The lease only saves work: the booking itself (SKIP LOCKED / one SQLite writer) is what guarantees it."""
     due_sources(SOURCES)
-    start_at = f"{time.time() + 6:.3f}"  # both probes are set up by then and start together
-
-    racers = [probe(broker, "dispatch", start_at, "--no-lease", "--chunk", "25") for _ in range(2)]
+    racers = [probe(broker, "dispatch", "--no-lease", "--chunk", "25") for _ in range(2)]
+    for racer in racers:  # both set up (Python, Django, the project's imports) before either starts
+        assert racer.stdout.readline().strip() == "ready", racer.communicate(timeout=120)
+    for racer in racers:
+        racer.stdin.write("go\n")
+        racer.stdin.flush()
     booked = [probe_report(racer)["published"] for racer in racers]
 
     assert all(booked), "both dispatchers should have booked some sources, or they did not race"

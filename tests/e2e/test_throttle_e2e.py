@@ -147,11 +147,13 @@ def test_a_rule_changed_in_the_api_applies_to_a_running_crawl(
     job_id = submit(api, f"{stamped_site.url}/chain/0", maxdepth=20)
     wait_for_hits(stamped_site, 8)
 
-    slowed_at = time.time()
+    # Each change is in force once its PATCH has answered: requests the site saw while a slow PATCH ran (at the rate
+    # before it) are not counted against the new rule.
     assert admin_api.patch("/api/throttles/localhost/", {"rate": 0.5}, format="json").status_code == 200
+    slowed_at = time.time()
     wait_for_hits(stamped_site, 4, since=slowed_at)
-    blocked_at = time.time()
     assert admin_api.patch("/api/throttles/localhost/", {"blocked": True}, format="json").status_code == 200
+    blocked_at = time.time()
     job = finished(job_id, two_workers)
 
     slowed = stamped_site.times(since=slowed_at, until=blocked_at)

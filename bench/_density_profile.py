@@ -1,7 +1,8 @@
 """Where a crawl process running many crawls spends its time: --crawls jobs of bench/density.py's sites run at once in
 this one process by `job_execute`, each on a thread of its own (as the crawl host pool runs them), without Celery.
 
-    .venv/bin/python bench/_density_profile.py [--crawls 50] [--no-hold] [--profile cpu|wall|off]
+    .venv/bin/python bench/_density_profile.py [--crawls 50] [--pages 20] [--rate 2] [--no-hold]
+        [--profile cpu|wall|off]
 
 Prints the jobs' durations (10 s at the sites' rate), the process's CPU split between the reactor thread and the
 others, and how long the crawls' ticks held the shared reactor (`runtime.bridge.runner.reactor_held`); `--no-hold`
@@ -97,7 +98,8 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
     jobs = list(CrawlJob.objects.filter(pk__in=[job.pk for job in jobs]))
     durations = sorted(job.duration for job in jobs)
     median = durations[len(durations) // 2]
-    print(f"{len(jobs)} jobs at once in {wall:.1f} s: {sorted({job.status for job in jobs})}")
+    pages = sum((job.stats or {}).get("pages", 0) for job in jobs)
+    print(f"{len(jobs)} jobs at once in {wall:.1f} s: {sorted({job.status for job in jobs})}, {pages} pages")
     print(f"job durations: min {durations[0]:.1f}, median {median:.1f}, max {durations[-1]:.1f} s")
     print(
         f"CPU {cpu:.2f} s ({1000 * cpu / len(jobs):.0f} ms a job): reactor thread {reactor_cpu:.2f} s, others "
@@ -117,6 +119,8 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
         "hold": not args.no_hold,
         "median_job_seconds": round(median, 1),
         "cpu_ms_per_job": round(1000 * cpu / len(jobs)),
+        "pages": pages,
+        "cpu_ms_per_page": round(1000 * cpu / max(1, pages), 2),
         "reactor_cpu_seconds": round(reactor_cpu, 2),
         "reactor_held_seconds": round(held[0], 1),
         "wall_seconds": round(wall, 1),
@@ -126,13 +130,15 @@ def bench(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> d
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--crawls", type=int, default=50)
+    parser.add_argument("--pages", type=int, default=20, help="pages of each site (two runs split a job's CPU)")
+    parser.add_argument("--rate", type=float, default=2.0, help="requests a second each site allows")
     parser.add_argument("--no-hold", action="store_true", help="ticks never hold the reactor")
     parser.add_argument("--profile", choices=("cpu", "wall", "off"), default="off")
     parser.add_argument("--dump", help="a directory to write the profiles to (pstats files), for pstats' callers")
     parser.add_argument("--database-url", default=DATABASE_URL)
     parser.add_argument("--redis-url", default=BENCH_REDIS_URL)
     args = parser.parse_args()
-    args.sites, args.pages, args.rate = args.crawls, 20, 2.0  # bench/density.py's sites, as its `prepare` makes them
+    args.sites = args.crawls  # bench/density.py's sites, as its `prepare` makes them
     return bench_run(bench, args)
 
 

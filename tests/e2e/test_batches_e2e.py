@@ -172,9 +172,8 @@ def test_cancelled_batch_stops_its_running_crawls_and_completes_cancelled(api, b
 
     def parsing(jobs: list[CrawlJob]) -> list[CrawlJob]:
         """Running jobs whose crawl already parsed a page: the site saw the request for their chain's second page."""
-        seen = list(site.hits)
-        chain = {int(path.rsplit("/", 1)[-1]) // 1000 for path in seen if path.startswith("/slow/")}
-        second = {n for n in chain if f"/slow/{1000 * n + 1}" in seen}
+        numbers = [int(path.rsplit("/", 1)[-1]) for path in list(site.hits) if path.startswith("/slow/")]
+        second = {number // 1000 for number in numbers if number % 1000 == 1}  # job n's chain starts at /slow/1000n
         return [job for job in jobs if job.status == "running" and int(job.url.rsplit("/", 1)[-1]) // 1000 in second]
 
     # Not cancelled before their first page: a job only claimed would stop with no page to show.

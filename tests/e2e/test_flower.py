@@ -77,8 +77,9 @@ def flower(tmp_path: Path, crawl_worker):
             time.sleep(0.2)
         # Events are Redis pub/sub: any sent before Flower's consumer attached are lost to it. The running worker's
         # heartbeat (every 2 s, an event) showing in Flower's own state says it has.
+        attached_by = time.monotonic() + 30
         while not json.loads(get(f"{base}/workers?json=1")[1] or b"{}").get("data"):
-            assert time.monotonic() < deadline + 30, (
+            assert time.monotonic() < attached_by, (
                 f"flower saw no worker's events\n{(tmp_path / 'flower.log').read_text()}"
             )
             time.sleep(0.2)

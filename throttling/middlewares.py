@@ -11,7 +11,6 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from scrapy import Request, signals
@@ -22,7 +21,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from project.errors import InfrastructureUnavailable
 from project.redis import loop_redis
-from throttling.buckets import BLOCKED, GRANTED, STALE, WAIT, Decision, TokenBuckets
+from throttling.buckets import BLOCKED, GRANTED, STALE, Decision, TokenBuckets
 from throttling.controller import AdaptiveController, Observed, is_error
 from throttling.crawling import (
     OVERLOAD_EXCEPTIONS,
@@ -36,6 +35,7 @@ from throttling.crawling import (
 )
 from throttling.observations import Observations
 from throttling.pauses import pause_if_asked, token_void
+from throttling.queues import TokenQueues
 from throttling.robots import RobotsReader
 from throttling.rule_limits import RuleLimits
 from throttling.slots import SlotLedger
@@ -47,8 +47,9 @@ logger = logging.getLogger("trawl.throttle")
 class ThrottleMiddleware:
     """Before every request, take a token from its domain's bucket and its (egress IP, domain) bucket in Redis.
 
-    While either is empty the request waits (asyncio sleep, at most `max_sleep` at a time so a rule changed meanwhile
-    applies at once) and asks again; a token due within `max_sleep` is taken ahead and the request sleeps until then,
+    While either is empty the request waits in the crawl's queue for the domain (queues.py: one take and one sleep a
+    round for every request waiting there, at most `max_sleep` a round so a rule changed meanwhile applies at once)
+    and is asked for again; a token due within `max_sleep` is taken ahead and the request sleeps until then,
     so the next one's wait runs from that token however late this one wakes. Blocked domains: the request is dropped.
     A 429/503 with Retry-After pauses the domain for every worker. Every response's latency and outcome feeds the
     domain's adaptive controller (throttling/controller.py). With a slot ledger (throttling/slots.py), each token also
@@ -89,8 +90,15 @@ class ThrottleMiddleware:
         self._waiting, self._held_since = 0, 0.0
         self._observed = Observations(lambda host, observed: self._call(self._feed(host, observed)))
         self._calls: set[asyncio.Task] = set()  # calls to Redis under way (takes, observations)
-        self._takers: dict[tuple[str, str], list[asyncio.Future]] = {}  # requests waiting to ask, by (host, egress)
-        self._taking: set[tuple[str, str]] = set()  # (host, egress) whose take is under way
+        self.queues = TokenQueues(
+            ask=self._ask,
+            unsent=self._unsent,
+            hold=self._hold,
+            closing=lambda: self.closing(),
+            stats=stats,
+            max_sleep=max_sleep,
+            spawn=self._call,
+        )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ThrottleMiddleware:
@@ -143,18 +151,19 @@ class ThrottleMiddleware:
         return None
 
     async def _acquire(self, host: str, egress: str) -> tuple[float, Decision]:
-        """Wait until both buckets gave a token (and a slot); return the seconds spent sleeping and the grant. Redis
-        away, or the database while the rules are reloaded, is waited out for up to `patience` seconds."""
-        waited, down_since = 0.0, None
+        """Wait until both buckets gave a token (and a slot); return the seconds spent waiting and the grant. A token
+        not due yet is waited for in the domain's queue (queues.py), which drops the request if the crawl stops
+        meanwhile. Redis away, or the database while the rules are reloaded, is waited out for up to `patience`
+        seconds."""
+        waited, slept, down_since = 0.0, False, None
         while True:
-            if waited:
+            if slept:
                 self._drop_if_closing()
             try:
-                decision = await self._take(host, egress)
+                decision, queued = await self.queues.take(host, egress)
+                waited += queued
                 if decision.status == GRANTED:
                     return waited, decision
-                if decision.busy:
-                    self.stats.inc_value("throttle/slot_waits")
                 delay = min(await self._delay(host, decision), self.max_sleep)  # may reload the rules (database)
             except Exception as exc:
                 if (away := dependency_away(exc)) is None:
@@ -168,7 +177,7 @@ class ThrottleMiddleware:
                 delay = self.max_sleep
             if delay > 0:
                 await self._sleep(delay)
-                waited += delay
+                waited, slept = waited + delay, True
 
     def _drop_if_closing(self) -> None:  # else a cancelled crawl sends every request that waited for a token
         if self.closing():
@@ -183,47 +192,24 @@ class ThrottleMiddleware:
         finally:
             self._hold(-1)
 
-    async def _take(self, host: str, egress: str) -> Decision:
-        """This request's answer from the buckets. Requests for the same buckets that come while a take is under way
-        (several at a time once a batch of requests reaches the downloader) ask together in the next one."""
-        waiter = asyncio.get_running_loop().create_future()
-        key = (host, egress)
-        self._takers.setdefault(key, []).append(waiter)
-        if key not in self._taking:
-            self._taking.add(key)
-            self._call(self._send_takes(key))
-        return await waiter
-
-    async def _send_takes(self, key: tuple[str, str]) -> None:
+    async def _ask(self, key: tuple[str, str], tokens: int) -> Decision:
+        """Take up to `tokens` tokens for the queue of `key` (throttling/queues.py), with as many slots."""
         host, egress = key
-        try:
-            while waiters := [waiter for waiter in self._takers.pop(key, []) if not waiter.done()]:
-                try:
-                    client, tokens = await self._client(), len(waiters)
-                    take = functools.partial(
-                        self.buckets.take_async, client, host=host, egress=egress, tokens=tokens, reserve=self.max_sleep
-                    )
-                    decision = await (take() if self.slots is None else self.slots.take(take))
-                except Exception as exc:  # Redis away, mostly: each request decides (_acquire), none is left hanging
-                    for waiter in waiters:
-                        if not waiter.done():
-                            waiter.set_exception(exc)
-                    continue
-                slots = decision.granted if self.slots is not None and decision.status == GRANTED else 0
-                if slots:
-                    slots_domain = self.buckets.slots_domain(host, decision)
-                    self.slots.granted(slots_domain, slots)
-                for number, waiter in enumerate(waiters):
-                    if waiter.done():  # its request was dropped meanwhile: the token is spent, its slot goes back
-                        if number < slots:
-                            self.slots.give_back(slots_domain, 1)
-                        continue
-                    if decision.status == GRANTED and number >= decision.granted:
-                        waiter.set_result(replace(decision, status=WAIT))  # none left for it: wait for the next
-                    else:
-                        waiter.set_result(decision)
-        finally:
-            self._taking.discard(key)
+        client = await self._client()
+        take = functools.partial(
+            self.buckets.take_async, client, host=host, egress=egress, tokens=tokens, reserve=self.max_sleep
+        )
+        if self.slots is None:
+            return await take()
+        decision = await self.slots.take(take)
+        if decision.status == GRANTED and decision.granted:
+            self.slots.granted(self.buckets.slots_domain(host, decision), decision.granted)
+        return decision
+
+    def _unsent(self, key: tuple[str, str], decision: Decision, count: int) -> None:
+        """`count` granted tokens whose requests were dropped meanwhile: spent, but their slots go back."""
+        if self.slots is not None:
+            self.slots.give_back(self.buckets.slots_domain(key[0], decision), count)
 
     def _hold(self, change: int) -> None:
         """`throttle/held_seconds`: wall time during which at least one request waited for a token — the crawl's delay,

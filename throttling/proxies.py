@@ -62,6 +62,43 @@ class ProxyPool:
         ]
 
 
+class SharedLoads:
+    """A group's proxies loaded once for every crawl of the process that reads them within `max_age` seconds.
+
+    Each crawl refreshing its own pool every TRAWL_PROXY_REFRESH_SECONDS opened a database connection for it: a
+    process of 50 crawls opened five a second, most of them to read an empty pool (bench/README.md, "Density"). Runs
+    on the reactor's loop; a load under way is awaited by every crawl that asks meanwhile."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[Callable, str], tuple[float, list[ProxyEntry]]] = {}  # (load, group) → (when, entries)
+        self._under_way: dict[tuple[Callable, str], asyncio.Task] = {}
+
+    async def entries(self, load: Callable[..., list[ProxyEntry]], group: str, *, max_age: float) -> list[ProxyEntry]:
+        """The group's proxies as `load` read them at most `max_age` seconds ago (0: a load that starts now, or one
+        under way). Shared: `ProxyPool.replace` copies them."""
+        key = (load, group)
+        kept = self._kept.get(key)
+        if kept is not None and time.monotonic() - kept[0] < max_age:
+            return kept[1]
+        task = self._under_way.get(key)
+        if task is None or task.get_loop() is not asyncio.get_running_loop():
+            task = self._under_way[key] = asyncio.ensure_future(self._load(key, load, group))
+        return await asyncio.shield(task)  # a crawl dropping its request must not cancel the others' load
+
+    async def _load(self, key: tuple[Callable, str], load: Callable[..., list[ProxyEntry]], group: str) -> list:
+        started = time.monotonic()
+        try:
+            entries = await asyncio.to_thread(load, group=group)
+        finally:
+            if self._under_way.get(key) is asyncio.current_task():
+                del self._under_way[key]
+        self._kept[key] = (started, entries)
+        return entries
+
+
+shared_loads = SharedLoads()
+
+
 def proxies_load(*, group: str) -> list[ProxyEntry]:
     """The enabled proxies of a group ("" is the default pool) from the database. Run in a thread, never the reactor."""
     from django.db import connection
@@ -163,11 +200,15 @@ class ProxyRotationMiddleware:
         return any(marker in head for marker in self.ban_markers)
 
     async def _refresh(self, *, force: bool = False) -> None:
-        if not force and time.monotonic() - self._refreshed_at < self.refresh_seconds:
+        # Its first pool is read now (a crawl's start). Later, every half period, it takes what a crawl of the process
+        # read less than half a period ago: a change is seen within a period, as when each crawl read its own.
+        half = self.refresh_seconds / 2
+        if not force and time.monotonic() - self._refreshed_at < half:
             return
+        max_age = 0.0 if force or self._refreshed_at == float("-inf") else half
         self._refreshed_at = time.monotonic()  # set first: concurrent requests must not refresh too
         try:
-            entries = await asyncio.to_thread(self.load, group=self.group)
+            entries = await shared_loads.entries(self.load, self.group, max_age=max_age)
         except Exception as exc:
             if force or unavailable_dependency(exc) is None:
                 raise

@@ -15,7 +15,7 @@ from scrapy.http import HtmlResponse, Response
 
 from tests.crawler import trawl_crawler
 from throttling.models import Proxy
-from throttling.proxies import ProxyEntry, ProxyPool, ProxyRotationMiddleware
+from throttling.proxies import ProxyEntry, ProxyPool, ProxyRotationMiddleware, proxies_load
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
 
@@ -179,3 +179,34 @@ def test_proxies_and_cool_downs_live_in_the_database():
     assert {entry.url for entry in middleware.pool.entries} == {"http://p1:8080", "http://p2:8080"}
     cooled = Proxy.objects.get(url=request.meta["proxy"])
     assert cooled.cooling_down_until > timezone.now()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_crawls_of_one_process_read_their_proxies_once_a_period_not_once_each():
+    """Fifty crawls each reading the database every TRAWL_PROXY_REFRESH_SECONDS opened five connections a second."""
+    Proxy.objects.create(url="http://p1:8080", egress_label="ip-1")
+    loads = []
+
+    def counted(*, group: str) -> list[ProxyEntry]:
+        loads.append(group)
+        return proxies_load(group=group)
+
+    async def crawls():
+        middlewares = [
+            ProxyRotationMiddleware.from_crawler(trawl_crawler(Spider, {"TRAWL_PROXY_REFRESH_SECONDS": 1}))
+            for _ in range(20)
+        ]
+        for middleware in middlewares:
+            middleware.load = counted
+        await asyncio.gather(*(middleware.spider_opened(Spider(name="s")) for middleware in middlewares))
+        started = len(loads)
+        await asyncio.sleep(1.1)  # a refresh period later
+        requests = [Request("http://a.test/") for _ in middlewares]
+        await asyncio.gather(*(m.process_request(r) for m, r in zip(middlewares, requests, strict=True)))
+        return started, requests
+
+    started, requests = asyncio.run(crawls())
+
+    assert started == 1, "twenty crawls starting together wait for one read"
+    assert len(loads) == 2, "and refresh their pools with one read a period"
+    assert all(request.meta["proxy"] == "http://p1:8080" for request in requests)

@@ -93,7 +93,7 @@ class ThrottleMiddleware:
         self.queues = TokenQueues(
             ask=self._ask,
             unsent=self._unsent,
-            hold=self._hold,
+            sleep=self._sleep,
             closing=lambda: self.closing(),
             stats=stats,
             max_sleep=max_sleep,
@@ -184,13 +184,14 @@ class ThrottleMiddleware:
             self.stats.inc_value("throttle/dropped_closing")
             raise CrawlClosing("the crawl is stopping")
 
-    async def _sleep(self, delay: float) -> None:
-        self.stats.inc_value("throttle/waits")
-        self._hold(+1)
+    async def _sleep(self, delay: float, requests: int = 1) -> None:
+        """`requests` waiting `delay` seconds together (one, or a domain's queue: queues.py), counted as waits."""
+        self.stats.inc_value("throttle/waits", requests)
+        self._hold(+requests)
         try:
             await asyncio.sleep(delay)
         finally:
-            self._hold(-1)
+            self._hold(-requests)
 
     async def _ask(self, key: tuple[str, str], tokens: int) -> Decision:
         """Take up to `tokens` tokens for the queue of `key` (throttling/queues.py), with as many slots."""

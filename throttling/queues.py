@@ -32,21 +32,22 @@ class Waiting:
 
 class TokenQueues:
     """`ask(key, tokens)` takes up to `tokens` tokens for `key` (with slots, if any); `unsent(key, decision, count)`
-    hears of `count` granted tokens whose requests were dropped meanwhile (their slots go back); `hold(change)` counts
-    requests waiting (the crawl's `throttle/held_seconds`); `closing()` says the crawl stops (waiting requests drop)."""
+    hears of `count` granted tokens whose requests were dropped meanwhile (their slots go back); `sleep(delay, count)`
+    waits `delay` seconds for `count` requests (counted in the crawl's stats); `closing()` says the crawl stops
+    (waiting requests drop)."""
 
     def __init__(
         self,
         *,
         ask: Callable[[Key, int], Awaitable[Decision]],
         unsent: Callable[[Key, Decision, int], None],
-        hold: Callable[[int], None],
+        sleep: Callable[[float, int], Awaitable[None]],
         closing: Callable[[], bool],
         stats: StatsCollector,
         max_sleep: float,
         spawn: Callable[[Any], None],
     ) -> None:
-        self.ask, self.unsent, self.hold, self.closing = ask, unsent, hold, closing
+        self.ask, self.unsent, self.sleep, self.closing = ask, unsent, sleep, closing
         self.stats, self.max_sleep, self.spawn = stats, max_sleep, spawn
         self._arrived: dict[Key, list[Waiting]] = {}  # requests not asked for yet, by key
         self._serving: set[Key] = set()  # keys whose queue is being served
@@ -102,12 +103,7 @@ class TokenQueues:
         delay = min(decision.wait, self.max_sleep)
         if delay <= 0:
             return queued
-        self.stats.inc_value("throttle/waits", len(queued))
-        self.hold(+len(queued))
-        try:
-            await asyncio.sleep(delay)
-        finally:
-            self.hold(-len(queued))
+        await self.sleep(delay, len(queued))
         for each in queued:
             each.waited += delay
         if not self.closing():

@@ -13,7 +13,7 @@ from scrapy.robotstxt import ProtegoRobotParser
 
 from project.redis import get_redis
 from tests.crawler import trawl_crawler
-from tests.throttling.test_throttle_middleware import rule, stat  # noqa: F401 - `rule` is a fixture
+from tests.throttling.test_throttle_middleware import stat
 from throttling.buckets import GRANTED, WAIT
 from throttling.middlewares import ThrottleMiddleware
 from throttling.page_limits import PageLimitReached
@@ -40,7 +40,7 @@ def takes(host: str, count: int):
 
 
 def test_a_robots_cap_lowers_the_rule_to_one_request_per_delay_for_every_worker(
-    rule,  # noqa: F811
+    rule,
     django_capture_on_commit_callbacks,
 ):
     throttle = rule("example.com", rate=20, burst=10, ip_rate=20, ip_burst=10)
@@ -59,7 +59,7 @@ def test_a_robots_cap_lowers_the_rule_to_one_request_per_delay_for_every_worker(
     assert "ignored" in throttle_robots(throttle)["robots_reason"]
 
 
-def test_a_robots_cap_never_raises_a_slower_rule(rule):  # noqa: F811
+def test_a_robots_cap_never_raises_a_slower_rule(rule):
     rule("example.com", rate=0.1, burst=1, ip_rate=0.1, ip_burst=1)
     get_redis().set(throttle_buckets().robots_key("example.com"), RobotsCap(rate=0.5, delay=2.0).as_redis())
 
@@ -77,7 +77,7 @@ def middleware_with_robots(body: str) -> tuple[ThrottleMiddleware, dict]:
     return middleware, crawler.stats
 
 
-def test_the_crawl_stores_what_robots_txt_asks_for_and_waits_for_it(rule):  # noqa: F811
+def test_the_crawl_stores_what_robots_txt_asks_for_and_waits_for_it(rule):
     rule("example.com", rate=20, burst=10, ip_rate=20, ip_burst=10)
     middleware, stats = middleware_with_robots("User-agent: *\nCrawl-delay: 2\n")
 
@@ -96,7 +96,7 @@ def test_the_crawl_stores_what_robots_txt_asks_for_and_waits_for_it(rule):  # no
     assert get_redis().ttl(throttle_buckets().robots_key("example.com")) > 3000, "kept for the period, then read again"
 
 
-def test_a_job_fetches_no_more_of_a_domain_than_its_rules_max_pages_per_job(rule):  # noqa: F811
+def test_a_job_fetches_no_more_of_a_domain_than_its_rules_max_pages_per_job(rule):
     rule("example.com", rate=100, burst=100, ip_rate=100, ip_burst=100, max_pages_per_job=3)
     middleware, stats = middleware_with_robots("User-agent: *\nDisallow:\n")
 

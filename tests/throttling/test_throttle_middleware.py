@@ -18,20 +18,9 @@ from tests.crawler import trawl_crawler
 from throttling.buckets import WAIT
 from throttling.middlewares import CrawlClosing, ThrottleMiddleware, egress_of
 from throttling.models import DomainThrottle
-from throttling.services import throttle_buckets, throttle_create, throttle_rules_load, throttle_update
+from throttling.services import throttle_buckets, throttle_update
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
-
-
-@pytest.fixture
-def rule(django_capture_on_commit_callbacks):
-    def create(domain: str, **fields) -> DomainThrottle:
-        with django_capture_on_commit_callbacks(execute=True):
-            throttle = throttle_create(domain=domain, **fields)
-        throttle_rules_load()
-        return throttle
-
-    return create
 
 
 def throttle_middleware(**settings) -> tuple[ThrottleMiddleware, dict]:

@@ -10,19 +10,8 @@ from scrapy import Request, Spider
 
 from tests.crawler import trawl_crawler
 from throttling.middlewares import ThrottleMiddleware
-from throttling.services import throttle_create, throttle_rules_load
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
-
-
-@pytest.fixture
-def rule(django_capture_on_commit_callbacks):
-    def create(domain: str, **fields) -> None:
-        with django_capture_on_commit_callbacks(execute=True):
-            throttle_create(domain=domain, **fields)
-        throttle_rules_load()
-
-    return create
 
 
 def crawled(middleware: ThrottleMiddleware, requests: list[Request]) -> tuple[int, int]:

@@ -39,6 +39,9 @@ from throttling.requeue import DELAY_META
 logger = logging.getLogger("trawl.frontier")
 
 IDLE_POLL_SECONDS = 0.3  # how soon an idle shard looks at the frontier again (Scrapy's own heartbeat is 5 s)
+# What a callback yields (links, items) goes to Redis with its request's end, in one commit (at a few pages a second
+# each would be a round trip of its own); this is how long it waits for that end before it goes alone.
+OUTBOX_GATHER_SECONDS = 0.25
 # Requests this shard queued, kept as objects until it takes them back (most of a shard's requests are its own), so
 # taking one costs no decoding: as Scrapy's memory queue does, it gets back the object it queued. Beyond this many
 # (the oldest go first), or when another shard or attempt takes them, they are rebuilt from Redis. ~1.7 KB each.
@@ -69,9 +72,8 @@ class FrontierScheduler(BaseScheduler):
         self.client: Any = None  # redis.asyncio client of the reactor's loop, for commits
         # failed: a commit gave up (Redis away too long, or a bug): the crawl stops, nothing more is sent
         self.closing, self.failed = False, False
-        # Requests accepted but not yet in Redis: sent together at the end of this reactor turn (one round trip for
-        # all the links of a page), always before the request that yielded them is acknowledged. A request sent back
-        # with a delay (DELAY_META: a page the site refused) waits in the frontier that long.
+        # Requests accepted, not yet in Redis: they go with the end of the request that yielded them, never after it.
+        # One sent back with a delay (DELAY_META: a page the site refused) waits in the frontier that long.
         self.outbox: list[tuple[bytes, int, bytes | None, float]] = []
         self.items: list[bytes] = []  # items scraped, to write ahead with the requests that yielded them
         self.done: list[bytes] = []  # requests the engine is done with, to take out of flight with what they yielded
@@ -160,7 +162,7 @@ class FrontierScheduler(BaseScheduler):
         if self.flush_call is None or not self.flush_call.active():
             from twisted.internet import reactor
 
-            self.flush_call = reactor.callLater(0, self._send_outbox)
+            self.flush_call = reactor.callLater(OUTBOX_GATHER_SECONDS, self._send_outbox)
 
     def _send_outbox(self) -> None:
         """One commit: queue the requests found, write the items scraped ahead, take the done requests out of flight,
@@ -258,7 +260,7 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/dequeued/redis")
             self.stats.inc_value("scheduler/dequeued")
             return request
-        self._send_outbox()  # what this shard found goes to Redis, and the free slots are filled when it lands
+        self._send_outbox() if self.maybe_pending and self._free_slots() else self._send_soon()  # room to fill: now
         return None
 
     def __len__(self) -> int:

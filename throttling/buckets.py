@@ -150,6 +150,7 @@ class TokenBuckets:
         holder: str = "",
         cluster: bool = False,
         reserve: float = 0.0,
+        releases: tuple[int, int] = (0, 0),
     ) -> tuple[tuple[str, ...], list[Any]]:
         args = [
             mode,
@@ -161,6 +162,8 @@ class TokenBuckets:
             SLOT_POLL_MS,
             round(reserve * 1000),
         ]
+        if any(releases):  # sent only when there are some: every argument costs packing on every request
+            args += releases
         return self._keys(host, egress, cluster), args
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - a few TokenBuckets per process, each asked for a few hosts
@@ -195,15 +198,26 @@ class TokenBuckets:
         return decision
 
     async def take_async(
-        self, client: Any, *, host: str, egress: str, tokens: int = 1, holder: str = "", reserve: float = 0.0
+        self,
+        client: Any,
+        *,
+        host: str,
+        egress: str,
+        tokens: int = 1,
+        holder: str = "",
+        reserve: float = 0.0,
+        releases: tuple[int, int] = (0, 0),
     ) -> Decision:
+        """`take`, on the running loop; the holder's `releases` (of the exact host's slots, of the domain's) are given
+        back first, in the same call."""
+        cluster = on_cluster(client)
         call = self._call(
-            host, egress, "take", tokens=tokens, holder=holder, cluster=on_cluster(client), reserve=reserve
+            host, egress, "take", tokens=tokens, holder=holder, cluster=cluster, reserve=reserve, releases=releases
         )
         decision = _decision(await self.script.run_async(client, *call))
-        cluster_stale = decision.status == STALE and on_cluster(client)
-        if cluster_stale and (fresh_ms := _copy_ms(await client.pttl(self.rules_loaded_key))):
+        if decision.status == STALE and cluster and (fresh_ms := _copy_ms(await client.pttl(self.rules_loaded_key))):
             await client.set(self.loaded_key(host), "1", px=fresh_ms)
+            call = call[0], call[1][:8]  # given back already
             decision = _decision(await self.script.run_async(client, *call))
         return decision
 

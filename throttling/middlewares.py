@@ -202,7 +202,7 @@ class ThrottleMiddleware:
         )
         if self.slots is None:
             return await take()
-        decision = await self.slots.take(take)
+        decision = await self.slots.take(take, host=host)
         if decision.status == GRANTED and decision.granted:
             self.slots.granted(self.buckets.slots_domain(host, decision), decision.granted)
         return decision

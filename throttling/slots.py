@@ -6,7 +6,8 @@ rule's `concurrency`, 8 by default), recorded in Redis under this process's hold
 remembers which request holds which slot and gives it back when the request ends (response, exception, dropped),
 renews the holder's expiry while it holds any, and gives everything back when the crawl closes. A killed process
 renews nothing: its slots come back when its expiry passes. Runs on the reactor's asyncio loop; no request waits for
-a slot's return.
+a slot's return. Slots given back ride with the holder's next take of the same domain (one script call, where a
+crawl at a few requests a second made it two a request), or go alone after RETURN_GATHER_SECONDS.
 
 Each renewal also sets the holder's count in Redis to its own tally, so a count that drifted is put right within a
 third of a lease: a take whose reply was lost (a timeout under load, after Redis ran the script) or that redis-py sent
@@ -31,7 +32,7 @@ from typing import Any
 import redis
 
 from project.redis import LuaScript
-from throttling.buckets import TokenBuckets
+from throttling.buckets import TokenBuckets, registered_domain
 
 logger = logging.getLogger("trawl.throttle")
 
@@ -40,6 +41,9 @@ SCRIPT = LuaScript(Path(__file__).with_name("slots.lua").read_text())
 # pushes the expiry (and sets them at the next renewal).
 SETTLE_SECONDS = 2.0
 SETTLE_POLL_SECONDS = 0.002
+# How long slots given back wait for a take of their domain to carry them: a crawl at a request a second or more
+# takes again within it. Bounded, so another holder waiting for a free slot waits at most this much longer.
+RETURN_GATHER_SECONDS = 1.0
 
 
 class SlotLedger:
@@ -59,6 +63,7 @@ class SlotLedger:
         self._counts: Counter = Counter()
         self._returning: Counter = Counter()  # domain → slots to give back in the next call
         self._sending: set[str] = set()
+        self._due: dict[str, asyncio.TimerHandle] = {}  # domain → the call that sends its returns alone
         self._tasks: set[asyncio.Task] = set()
         self._renewer: asyncio.Task | None = None
         self._open = asyncio.Event()  # the gate takes and releases pass; closed while a renewal sets the counts
@@ -80,9 +85,25 @@ class SlotLedger:
         finally:
             self._under_way -= 1
 
-    async def take(self, take: Callable[..., Awaitable[Any]]) -> Any:
-        """`take(holder=…)`: a take of tokens that also counts slots for this holder, never while it sets its counts."""
-        return await self.gated(functools.partial(take, holder=self.holder))
+    async def take(self, take: Callable[..., Awaitable[Any]], *, host: str) -> Any:
+        """`take(holder=…, releases=…)`: a take of tokens for `host` that also counts slots for this holder, never while
+        it sets its counts, and gives back the slots of the host and of its domain that wait to go."""
+        host = host.lower().rstrip(".")
+        names = (host, registered_domain(host))
+
+        async def carrying() -> Any:
+            # Taken out here, past the gate: a setting of the counts that came first left them out already.
+            releases = (self._returning.pop(host, 0), self._returning.pop(names[1], 0) if names[1] != host else 0)
+            try:
+                return await take(holder=self.holder, releases=releases)
+            except BaseException:  # kept for the next take or their own call; the renewal puts a lost reply right
+                for name, count in zip(names, releases, strict=True):
+                    if count:
+                        self._returning[name] += count
+                        self._send_later(name)
+                raise
+
+        return await self.gated(carrying)
 
     def granted(self, domain: str, count: int) -> None:
         """A take just counted `count` slots of `domain` for this holder in Redis: counted here at the same moment."""
@@ -106,7 +127,15 @@ class SlotLedger:
         Releases that come together go in one call."""
         self._counts[domain] -= count
         self._returning[domain] += count
-        if domain not in self._sending:
+        self._send_later(domain)
+
+    def _send_later(self, domain: str) -> None:
+        if domain not in self._due and domain not in self._sending:
+            self._due[domain] = asyncio.get_running_loop().call_later(RETURN_GATHER_SECONDS, self._send_due, domain)
+
+    def _send_due(self, domain: str) -> None:
+        self._due.pop(domain, None)
+        if self._returning.get(domain) and domain not in self._sending:
             self._sending.add(domain)
             self._spawn(self._send_returns(domain))
 
@@ -194,6 +223,9 @@ class SlotLedger:
     async def close(self) -> None:
         """The crawl is over: every slot it still holds goes back."""
         self._closed = True
+        for due in self._due.values():  # the drop below gives everything back
+            due.cancel()
+        self._due.clear()
         if self._renewer is not None:
             self._renewer.cancel()
             await asyncio.gather(self._renewer, return_exceptions=True)

@@ -18,6 +18,7 @@ from tests.crawler import trawl_crawler
 from throttling.buckets import GRANTED, WAIT, Limits
 from throttling.middlewares import ThrottleMiddleware
 from throttling.services import throttle_buckets, throttle_create, throttle_rules_load, throttle_update
+from throttling.slots import RETURN_GATHER_SECONDS, SlotLedger
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("throttle_keys_clean")]
 
@@ -44,6 +45,15 @@ def take(holder: str, *, host: str = "www.example.com", tokens: int = 1, lease: 
 def held(domain: str = "example.com") -> dict[str, int]:
     raw = get_redis().hgetall(throttle_buckets().slots_key(domain))
     return {holder: int(value.split()[0]) for holder, value in raw.items()}
+
+
+async def held_once(settled, timeout: float = 10.0) -> dict[str, int]:
+    """The slots held once `settled(held)` is true (returns go together a moment later: RETURN_GATHER_SECONDS), or as
+    they are when `timeout` ran out."""
+    deadline = time.monotonic() + timeout
+    while not settled(now := held()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return now
 
 
 def test_slots_are_counted_across_holders_and_a_full_domain_waits(rule):
@@ -125,15 +135,16 @@ def test_each_request_gives_its_slot_back_however_it_ends(rule):
         await middleware.process_exception(requests[1], IgnoreRequest())  # dropped by a later middleware
         crawler.signals.send_catch_log(signals.request_left_downloader, request=requests[2], spider=None)
         await middleware.process_response(requests[2], Response(requests[2].url))  # after leaving: no second return
-        await asyncio.sleep(0.05)
-        after = dict(held())
+        after = await held_once(lambda now: sum(now.values()) <= 1)
+        await asyncio.sleep(RETURN_GATHER_SECONDS)  # nothing more goes back
+        after = after, dict(held())
         await middleware.close()  # the crawl ends with requests[3] still held
         return full, after
 
     full, after = asyncio.run(crawl())
 
     assert list(full.values()) == [4]
-    assert list(after.values()) == [1], "three requests ended, each gave back exactly one slot"
+    assert [list(counts.values()) for counts in after] == [[1], [1]], "three requests ended, each gave back one slot"
     assert held() == {}, "closing gave back what was still held"
 
 
@@ -186,11 +197,9 @@ def test_the_same_request_sent_twice_holds_one_slot(rule):
         request = Request("https://www.example.com/again")
         await middleware.process_request(request)
         await middleware.process_request(request)  # rescheduled as is by some middleware
-        await asyncio.sleep(0.05)
-        now = dict(held())
+        now = await held_once(lambda now: sum(now.values()) <= 1)  # the first slot goes back a moment later
         await middleware.process_response(request, Response(request.url))
-        await asyncio.sleep(0.05)
-        after = dict(held())
+        after = await held_once(lambda now: not now)
         await middleware.close()
         return now, after
 
@@ -234,8 +243,7 @@ def test_a_count_a_lost_reply_left_in_redis_is_put_right_at_the_next_renewal(rul
         await middleware.slots.renew()
         renewed = dict(held())
         await middleware.process_response(request, Response(request.url))
-        await asyncio.sleep(0.05)
-        ended = dict(held())
+        ended = await held_once(lambda now: not now)
         await middleware.close()
         return drifted, renewed, ended
 
@@ -289,3 +297,34 @@ def test_many_holders_at_once_never_pass_the_limit(rule, renewing):
     assert state["done"] == 240 and 1 < state["most"] <= 4, state
     assert held() == {}
     assert (state["renewals"] > 100) == renewing
+
+
+def test_a_slot_given_back_rides_with_the_next_take_or_goes_alone_a_moment_later(rule, monkeypatch):
+    """At a few requests a second a request's end and the next take were a script call each: the slot now goes back
+    in that take; with no take coming, in a call of its own within RETURN_GATHER_SECONDS."""
+    rule("example.com", concurrency=4)
+    middleware, _ = crawler_middleware()
+    alone, script = [], SlotLedger._script
+
+    async def counted(self, domain: str, mode: str, count: int) -> int:
+        alone.append((mode, count))
+        return await script(self, domain, mode, count)
+
+    monkeypatch.setattr(SlotLedger, "_script", counted)
+
+    async def crawl():
+        first, second = Request("https://www.example.com/1"), Request("https://www.example.com/2")
+        await middleware.process_request(first)
+        await middleware.process_response(first, Response(first.url))
+        await middleware.process_request(second)  # its take gives back first's slot
+        carried = dict(held())
+        await middleware.process_response(second, Response(second.url))
+        returned = await held_once(lambda now: not now)
+        await middleware.close()
+        return carried, returned
+
+    carried, returned = asyncio.run(crawl())
+
+    assert list(carried.values()) == [1], "one slot held: second's"
+    assert returned == {}
+    assert alone == [("release", 1), ("drop", 0)], "first's slot went with the take; second's alone, then the close"

@@ -2,9 +2,10 @@
 code makes, through those modules' Python API (never copies of their Lua), against throttle rules really loaded:
 
 - per page: the throttle's token take with the holder's in-flight slot (throttling/buckets.py), the slot's release
-  when the response is in (throttling/slots.lua), one frontier commit that queues the page's links, writes its item
-  ahead, takes the page out of flight and takes the next request (runtime/frontier/);
-- every 0.25 s per host: the adaptive controller's observation (throttling/controller.py);
+  when the response is in (throttling/slots.lua; a crawl now sends most with its next take: this bench keeps the
+  heavier pattern), one frontier commit that queues the page's links, writes its item ahead, takes the page out of
+  flight and takes the next request (runtime/frontier/);
+- every OBSERVE_SECONDS per host: the adaptive controller's observation (throttling/controller.py);
 - per tick (a second): the cancel poll, the progress write, the job log's write, the frontier's `stored` and lease
   renewal, the slots' renewal.
 

@@ -14,9 +14,10 @@
 -- of the exact host's and of the domain's (its requests that ended since: one call instead of a release each)
 -- (Few arguments on purpose: each one costs the client packing it and Redis a string, on every request.)
 --
--- Returns {status, wait_ms, rule, granted, busy}: status 1 = granted (pause: done), 0 = wait wait_ms and ask again,
--- 2 = granted the token that comes in wait_ms (send the request then, not before), -1 = domain blocked, -2 = rules
--- not loaded into Redis yet; rule 1 = exact host, 2 = domain, 3 = defaults.
+-- Returns {status, wait_ms, rule, granted, busy, free}: status 1 = granted (pause: done), 0 = wait wait_ms and ask
+-- again, 2 = granted the token that comes in wait_ms (send the request then, not before), -1 = domain blocked, -2 =
+-- rules not loaded into Redis yet; rule 1 = exact host, 2 = domain, 3 = defaults; free (with a holder) = the domain's
+-- slots left free after the grant.
 -- A reserved token is taken now, so both buckets go below zero until it comes: the next take waits from when that
 -- token comes, not from when its request was sent, and a crawl whose wake-ups run late still gets the whole rate.
 -- Never more often than the rate: every request is sent at or after its token's time.
@@ -142,9 +143,8 @@ give_back(KEYS[11], ARGV[10])
 
 if not found[3] then return {-2, 0, which} end
 if blocked == '1' then return {-1, 0, which} end
-local wanted, mine = tonumber(ARGV[4]) or 1, 0
+local wanted, mine, free = tonumber(ARGV[4]) or 1, 0, 0
 if holder ~= '' then
-  local free
   free, mine = free_slots()
   if free < 1 then return {0, tonumber(ARGV[7]), which, 0, 1} end
   wanted = math.min(wanted, free)
@@ -165,11 +165,11 @@ if tokens >= 1 and ip_tokens >= 1 then
   local granted = math.min(wanted, math.floor(tokens), math.floor(ip_tokens))
   grant(granted)
   local rest = math.max(wait(tokens, ts, rate), wait(ip_tokens, ip_ts, ip_rate))
-  return {1, math.ceil(rest * 1000), which, granted}
+  return {1, math.ceil(rest * 1000), which, granted, 0, free - granted}
 end
 local delay = math.max(wait(tokens, ts, rate), wait(ip_tokens, ip_ts, ip_rate))
 if delay * 1000 <= (tonumber(ARGV[8]) or 0) then
   grant(1)
-  return {2, math.ceil(delay * 1000), which, 1}
+  return {2, math.ceil(delay * 1000), which, 1, 0, free - 1}
 end
 return {0, math.ceil(delay * 1000), which}

@@ -77,6 +77,7 @@ class Decision:
     granted: int = 0  # tokens taken, when status is `granted` (at most the number asked for)
     busy: bool = False  # `wait` because every in-flight slot of the domain is held (not for lack of tokens)
     after: float = 0.0  # granted ahead of its token (a take with `reserve`): seconds to wait before sending
+    free_slots: int = -1  # granted with a holder: the domain's in-flight slots left free (0: every one is held now)
 
 
 class TokenBuckets:
@@ -247,9 +248,9 @@ def _as_rule(limits: Limits) -> str:
 
 def _decision(reply: list[int]) -> Decision:
     status, wait_ms, rule, *rest = (int(part) for part in reply)
-    granted, busy = [*rest, 0, 0][:2]
+    granted, busy, free = [*rest, 0, 0, -1][:3]
     after = wait_ms / 1000 if status == 2 else 0.0
-    return Decision(_STATUSES[status], wait_ms / 1000, _RULES.get(rule, ""), granted, bool(busy), after)
+    return Decision(_STATUSES[status], wait_ms / 1000, _RULES.get(rule, ""), granted, bool(busy), after, free)
 
 
 def retry_after_seconds(value: bytes | str | None, *, now: float) -> float | None:

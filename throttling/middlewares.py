@@ -204,7 +204,10 @@ class ThrottleMiddleware:
             return await take()
         decision = await self.slots.take(take, host=host)
         if decision.status == GRANTED and decision.granted:
-            self.slots.granted(self.buckets.slots_domain(host, decision), decision.granted)
+            domain = self.buckets.slots_domain(host, decision)
+            self.slots.granted(domain, decision.granted, full=decision.free_slots == 0)
+        elif decision.busy:
+            self.slots.seen_full(self.buckets.slots_domain(host, decision))
         return decision
 
     def _unsent(self, key: tuple[str, str], decision: Decision, count: int) -> None:
@@ -251,7 +254,7 @@ class ThrottleMiddleware:
         return None
 
     def _observe(self, request: Request, *, latency: float | None, error: bool) -> None:
-        """Count one outcome for the domain's controller (sent to Redis a few seconds later: observations.py)."""
+        """Count one outcome for the domain's controller (sent to Redis within a second: observations.py)."""
         host = urlparse_cached(request).hostname
         if self.controller is not None and host and not request.meta.get("dont_throttle"):
             self._observed.add(host, latency=latency, error=error)

@@ -7,7 +7,8 @@ remembers which request holds which slot and gives it back when the request ends
 renews the holder's expiry while it holds any, and gives everything back when the crawl closes. A killed process
 renews nothing: its slots come back when its expiry passes. Runs on the reactor's asyncio loop; no request waits for
 a slot's return. Slots given back ride with the holder's next take of the same domain (one script call, where a
-crawl at a few requests a second made it two a request), or go alone after RETURN_GATHER_SECONDS.
+crawl at a few requests a second made it two a request), or go alone after RETURN_GATHER_SECONDS; while the domain's
+every slot is held they go at once, so a holder that takes again never gets them ahead of others waiting for one.
 
 Each renewal also sets the holder's count in Redis to its own tally, so a count that drifted is put right within a
 third of a lease: a take whose reply was lost (a timeout under load, after Redis ran the script) or that redis-py sent
@@ -64,6 +65,7 @@ class SlotLedger:
         self._returning: Counter = Counter()  # domain → slots to give back in the next call
         self._sending: set[str] = set()
         self._due: dict[str, asyncio.TimerHandle] = {}  # domain → the call that sends its returns alone
+        self._full: set[str] = set()  # domains whose every slot was held at this holder's last take
         self._tasks: set[asyncio.Task] = set()
         self._renewer: asyncio.Task | None = None
         self._open = asyncio.Event()  # the gate takes and releases pass; closed while a renewal sets the counts
@@ -92,22 +94,21 @@ class SlotLedger:
         names = (host, registered_domain(host))
 
         async def carrying() -> Any:
-            # Taken out here, past the gate: a setting of the counts that came first left them out already.
-            releases = (self._returning.pop(host, 0), self._returning.pop(names[1], 0) if names[1] != host else 0)
-            try:
-                return await take(holder=self.holder, releases=releases)
-            except BaseException:  # kept for the next take or their own call; the renewal puts a lost reply right
-                for name, count in zip(names, releases, strict=True):
-                    if count:
-                        self._returning[name] += count
-                        self._send_later(name)
-                raise
+            # Taken out here, past the gate: a setting of the counts that came first left them out already. Not those
+            # of a full domain: they go alone, so a slot they free is not this holder's before anyone else's.
+            host_count, domain_count = (self._returning.pop(name, 0) if name not in self._full else 0 for name in names)
+            releases = (host_count, domain_count if names[1] != host else 0)
+            # A take that fails may have run in Redis (its reply lost): sending them again could free slots twice,
+            # one request too many each. The tally leaves them out, so the next setting of the counts frees them.
+            return await take(holder=self.holder, releases=releases)
 
         return await self.gated(carrying)
 
-    def granted(self, domain: str, count: int) -> None:
-        """A take just counted `count` slots of `domain` for this holder in Redis: counted here at the same moment."""
+    def granted(self, domain: str, count: int, *, full: bool = False) -> None:
+        """A take just counted `count` slots of `domain` for this holder in Redis: counted here at the same moment;
+        `full`: no slot of the domain is left free."""
         self._counts[domain] += count
+        self.seen_full(domain, full)
         if self._renewer is None:
             self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
 
@@ -122,19 +123,26 @@ class SlotLedger:
         if held is not None:
             self.give_back(held[0], 1)
 
+    def seen_full(self, domain: str, full: bool = True) -> None:
+        """Whether this holder's last take of `domain` found (or left) its every slot held: a take waited for one."""
+        if full:
+            self._full.add(domain)
+        else:
+            self._full.discard(domain)
+
     def give_back(self, domain: str, count: int) -> None:
-        """Return `count` slots of `domain` in Redis (also slots granted for requests dropped before they held one).
-        Releases that come together go in one call."""
+        """Return `count` slots of `domain` in Redis (also slots granted for requests dropped before they held one):
+        with the next take of the domain, or alone (at once while it is full). Releases together go in one call."""
         self._counts[domain] -= count
         self._returning[domain] += count
-        self._send_later(domain)
-
-    def _send_later(self, domain: str) -> None:
-        if domain not in self._due and domain not in self._sending:
+        if domain in self._full:
+            self._send_due(domain)
+        elif domain not in self._due and domain not in self._sending and not self._closed:
             self._due[domain] = asyncio.get_running_loop().call_later(RETURN_GATHER_SECONDS, self._send_due, domain)
 
     def _send_due(self, domain: str) -> None:
-        self._due.pop(domain, None)
+        if due := self._due.pop(domain, None):
+            due.cancel()
         if self._returning.get(domain) and domain not in self._sending:
             self._sending.add(domain)
             self._spawn(self._send_returns(domain))
@@ -192,14 +200,15 @@ class SlotLedger:
     async def _set_counts(self) -> None:
         self._generation += 1
         self._returning.clear()  # the counts set below already leave them out
-        for domain in sorted(self._counts):
-            count = max(self._counts[domain], 0)
+        counts = dict(self._counts)  # as of that moment: a slot given back meanwhile goes in `_returning`, not here
+        for domain in sorted(counts):
+            count = max(counts[domain], 0)
             try:
                 await self._script(domain, "set", count)
             except redis.RedisError as exc:
                 logger.warning("throttle: could not renew the slots of %s (redis: %s)", domain, exc)
                 continue
-            if count == 0:
+            if count == 0 and self._counts[domain] == 0:
                 del self._counts[domain]
 
     async def _push_expiry(self) -> None:

@@ -72,8 +72,8 @@ class FrontierScheduler(BaseScheduler):
         self.client: Any = None  # redis.asyncio client of the reactor's loop, for commits
         # failed: a commit gave up (Redis away too long, or a bug): the crawl stops, nothing more is sent
         self.closing, self.failed = False, False
-        # Requests accepted, not yet in Redis: they go with the end of the request that yielded them, never after it.
-        # One sent back with a delay (DELAY_META: a page the site refused) waits in the frontier that long.
+        # Requests accepted, not yet in Redis (OUTBOX_GATHER_SECONDS). One sent back with a delay (DELAY_META: a page
+        # the site refused) waits in the frontier that long.
         self.outbox: list[tuple[bytes, int, bytes | None, float]] = []
         self.items: list[bytes] = []  # items scraped, to write ahead with the requests that yielded them
         self.done: list[bytes] = []  # requests the engine is done with, to take out of flight with what they yielded
@@ -113,7 +113,7 @@ class FrontierScheduler(BaseScheduler):
         self.closing = True  # take nothing more into flight
         self._send_outbox()
         self.lease.stop()
-        for call in (self.poke, self.due_call):
+        for call in (self.poke, self.due_call, self.flush_call):
             if call is not None and call.active():
                 call.cancel()
         return deferred_from_coro(self._closed())

@@ -15,7 +15,7 @@ from scrapy.http import Response
 
 from project.redis import get_redis
 from tests.crawler import trawl_crawler
-from throttling.buckets import GRANTED, WAIT, Limits
+from throttling.buckets import GRANTED, WAIT, Limits, TokenBuckets
 from throttling.middlewares import ThrottleMiddleware
 from throttling.services import throttle_buckets, throttle_create, throttle_rules_load, throttle_update
 from throttling.slots import RETURN_GATHER_SECONDS, SlotLedger
@@ -328,3 +328,36 @@ def test_a_slot_given_back_rides_with_the_next_take_or_goes_alone_a_moment_later
     assert list(carried.values()) == [1], "one slot held: second's"
     assert returned == {}
     assert alone == [("release", 1), ("drop", 0)], "first's slot went with the take; second's alone, then the close"
+
+
+def test_while_every_slot_is_held_a_slot_goes_back_alone_at_once(rule, monkeypatch):
+    """A domain whose every slot is held: a slot riding with this holder's next take would be this holder's again in
+    the same call, before another holder waiting for one could ask. It goes back in a call of its own, at once."""
+    rule("example.com", concurrency=1)
+    middleware, _ = crawler_middleware()
+    alone, carried, script, take_async = [], [], SlotLedger._script, TokenBuckets.take_async
+
+    async def counted(self, domain: str, mode: str, count: int) -> int:
+        alone.append((mode, count))
+        return await script(self, domain, mode, count)
+
+    async def carrying(self, client, **kwargs):
+        carried.append(kwargs.get("releases"))
+        return await take_async(self, client, **kwargs)
+
+    monkeypatch.setattr(SlotLedger, "_script", counted)
+    monkeypatch.setattr(TokenBuckets, "take_async", carrying)
+
+    async def crawl():
+        first, second = Request("https://www.example.com/1"), Request("https://www.example.com/2")
+        await middleware.process_request(first)
+        await middleware.process_response(first, Response(first.url))
+        await middleware.process_request(second)
+        await middleware.process_response(second, Response(second.url))
+        returned = await held_once(lambda now: not now)
+        await middleware.close()
+        return returned
+
+    assert asyncio.run(crawl()) == {}
+    assert carried and set(carried) == {(0, 0)}, "no take carried a slot of the full domain"
+    assert alone[:2] == [("release", 1), ("release", 1)], alone

@@ -23,11 +23,8 @@ from throttling.buckets import Limits, TokenBuckets, registered_domain
 logger = logging.getLogger("trawl.throttle")
 SCRIPT = Path(__file__).with_name("adaptive.lua").read_text()
 # How long a host's responses gather in a worker before one call adds them to its window (whose decisions come every
-# few seconds): a crawl pays one Redis call per host per interval, not one per response (at 1–2 requests a second,
-# a shorter interval would send each response alone). A batch holding an error goes sooner: a window with errors
-# closes after a tenth of its time.
-OBSERVE_SECONDS = 1.0
-ERROR_OBSERVE_SECONDS = 0.25
+# few seconds): a fast crawl pays one Redis call per host per interval, not one per response.
+OBSERVE_SECONDS = 0.25
 STATE_TTL = 3600  # a domain nobody crawled for an hour starts again at its configured rate
 ERROR_STATUSES = frozenset({429, 500, 502, 503, 504, 520, 521, 522, 523, 524})
 

@@ -254,7 +254,7 @@ class ThrottleMiddleware:
         return None
 
     def _observe(self, request: Request, *, latency: float | None, error: bool) -> None:
-        """Count one outcome for the domain's controller (sent to Redis within a second: observations.py)."""
+        """Count one outcome for the domain's controller (sent to Redis a moment later: observations.py)."""
         host = urlparse_cached(request).hostname
         if self.controller is not None and host and not request.meta.get("dont_throttle"):
             self._observed.add(host, latency=latency, error=error)

@@ -155,22 +155,3 @@ def test_the_middleware_adds_a_hosts_responses_to_its_window_together():
     asyncio.run(run())
 
     assert crawler.stats.get_value("throttle/adaptive_decisions") == 1, "the 20 responses closed the window"
-
-
-def test_healthy_responses_gather_for_the_full_interval_and_an_error_goes_within_a_quarter_second():
-    from throttling.controller import ERROR_OBSERVE_SECONDS
-    from throttling.observations import Observations
-
-    sent: list[tuple[str, int, int]] = []
-    observations = Observations(lambda host, observed: sent.append((host, observed.requests, observed.errors)))
-
-    async def run() -> None:
-        observations.add("calm.test", latency=0.1, error=False)
-        observations.add("busy.test", latency=0.1, error=False)
-        observations.add("busy.test", latency=None, error=True)
-        await asyncio.sleep(ERROR_OBSERVE_SECONDS + 0.1)
-        assert sent == [("busy.test", 2, 1)], "the batch with an error went early, the healthy one waits"
-        await asyncio.sleep(OBSERVE_SECONDS - ERROR_OBSERVE_SECONDS)
-        assert sent == [("busy.test", 2, 1), ("calm.test", 1, 0)], "each batch sent once"
-
-    asyncio.run(run())

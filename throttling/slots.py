@@ -91,18 +91,21 @@ class SlotLedger:
         """`take(holder=…, releases=…)`: a take of tokens for `host` that also counts slots for this holder, never while
         it sets its counts, and gives back the slots of the host and of its domain that wait to go."""
         host = host.lower().rstrip(".")
-        names = (host, registered_domain(host))
+        domain = registered_domain(host)
 
         async def carrying() -> Any:
-            # Taken out here, past the gate: a setting of the counts that came first left them out already. Not those
-            # of a full domain: they go alone, so a slot they free is not this holder's before anyone else's.
-            host_count, domain_count = (self._returning.pop(name, 0) if name not in self._full else 0 for name in names)
-            releases = (host_count, domain_count if names[1] != host else 0)
+            # Taken out here, past the gate: a setting of the counts that came first left them out already.
+            releases = (self._carried(host), self._carried(domain) if domain != host else 0)
             # A take that fails may have run in Redis (its reply lost): sending them again could free slots twice,
             # one request too many each. The tally leaves them out, so the next setting of the counts frees them.
             return await take(holder=self.holder, releases=releases)
 
         return await self.gated(carrying)
+
+    def _carried(self, domain: str) -> int:
+        """The slots of `domain` a take carries back. None of a full domain: they go alone, so a slot they free is not
+        this holder's again before anyone else's."""
+        return 0 if domain in self._full else self._returning.pop(domain, 0)
 
     def granted(self, domain: str, count: int, *, full: bool = False) -> None:
         """A take just counted `count` slots of `domain` for this holder in Redis: counted here at the same moment;

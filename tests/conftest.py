@@ -4,6 +4,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,10 @@ def crawl_worker(django_db_setup, django_db_blocker, redis_server, tmp_path_fact
         worker.stop()
 
 
-def wait_for_job(job_id, *, timeout: float = 90, statuses=("succeeded", "failed", "cancelled", "dead")):
+def wait_for_job(
+    job_id, *, timeout: float = 90, statuses=("succeeded", "failed", "cancelled", "dead"), log: Callable[[], str] = str
+):
+    """The job once it reached one of `statuses`; past `timeout`, fails with its stats and `log()` (a worker's tail)."""
     from crawls.models import CrawlJob
 
     deadline = time.monotonic() + timeout
@@ -142,7 +146,7 @@ def wait_for_job(job_id, *, timeout: float = 90, statuses=("succeeded", "failed"
         if job.status in statuses:
             return job
         time.sleep(0.2)
-    raise AssertionError(f"job {job_id} still {job.status} after {timeout}s")
+    raise AssertionError(f"job {job_id} still {job.status} after {timeout}s; stats {job.stats}\n{log()}")
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def test_a_packaged_crawl_runs_from_the_job_s_frontier_in_parallel_shards(packag
             assert built(ops, "1.0.0", worker)["package_status"] == "ready"
             body = {"url": f"{site.url}/p/0", "scraper": "pshop", "parallelism": 2}
             job_id = ok(api.post("/api/jobs/", body, format="json"), 201)["id"]
-            job = wait_for_job(job_id, timeout=120)
+            job = wait_for_job(job_id, timeout=120, log=lambda: worker.log_tail(200))
             assert job.status == "succeeded", f"{job.error_class}: {job.error_message}\n{worker.log_tail()}"
     finally:
         site.server.shutdown()

@@ -156,8 +156,9 @@ class SlotLedger:
                 try:
                     release = functools.partial(self._script, domain, "release", count)
                     await self.gated(release, generation=self._generation)
-                except redis.RedisError as exc:  # kept for the next renewal; the lease bounds the rest
-                    self._returning[domain] += count
+                except redis.RedisError as exc:
+                    # Not sent again: Redis may have run it (its reply lost), and a second release would let one
+                    # request too many through. The tally already leaves them out: the next renewal frees them.
                     logger.warning("throttle: could not give back %s slot(s) of %s (redis: %s)", count, domain, exc)
                     return
         finally:

@@ -8,6 +8,7 @@ import asyncio
 import time
 
 import pytest
+import redis
 from django.test import override_settings
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import IgnoreRequest
@@ -252,6 +253,40 @@ def test_a_count_a_lost_reply_left_in_redis_is_put_right_at_the_next_renewal(rul
     assert list(drifted.values()) == [4]
     assert list(renewed.values()) == [1], "the holder counts the one request it holds, not the lost grant"
     assert ended == {}
+
+
+def test_a_release_whose_reply_was_lost_is_not_sent_again(rule, monkeypatch):
+    """A release Redis ran but whose reply never came back: sent again (alone or with the next take), it would free a
+    slot twice and let one request too many through until the next renewal."""
+    rule("example.com", concurrency=4)
+    middleware, _ = crawler_middleware()
+    script, lost = SlotLedger._script, []
+
+    async def reply_lost(self, domain: str, mode: str, count: int) -> int:
+        answer = await script(self, domain, mode, count)
+        if mode == "release" and not lost:
+            lost.append(count)
+            raise redis.TimeoutError("Timeout reading from socket")  # after Redis ran it
+        return answer
+
+    monkeypatch.setattr(SlotLedger, "_script", reply_lost)
+
+    async def crawl():
+        first, second, third = (Request(f"https://www.example.com/{n}") for n in range(3))
+        await middleware.process_request(first)
+        await middleware.process_request(second)
+        await middleware.process_response(first, Response(first.url))  # goes alone a moment later: its reply lost
+        released = await held_once(lambda now: sum(now.values()) <= 1)
+        await asyncio.gather(*middleware.slots._tasks)  # the send met its error: its count is wherever it stays
+        await middleware.process_request(third)  # a take that would carry the release again
+        after = dict(held())
+        await middleware.close()
+        return released, after
+
+    released, after = asyncio.run(crawl())
+
+    assert lost == [1] and list(released.values()) == [1]
+    assert list(after.values()) == [2], "second and third hold a slot each: the lost release was not sent twice"
 
 
 @pytest.mark.parametrize("renewing", [False, True], ids=["", "renewing-all-along"])

@@ -37,6 +37,10 @@ class AdaptiveConfig:
     latency_floor: float = 0.2
     latency_hold_ratio: float = 1.2  # above this (and the floor), latency is rising: no probing upward
     latency_decrease: float = 0.75  # factor multiplier after a slow window
+    # Slow windows in a row after which the latency is taken as the site's own, not ours: the rate fell to
+    # latency_decrease ** latency_cuts (18 %) and the latency did not. The baseline is learned again from it (one fast
+    # window, robots.txt or cached pages, or an hour-old state had set it) and the rate probes upward from there.
+    latency_cuts: int = 6
     increase: float = 0.05  # factor added per healthy window once probing upward
     healthy_windows: int = 3  # healthy windows in a row before probing upward
     ceiling_margin: float = 0.8  # probing stops at this share of the factor at which the site last broke
@@ -66,10 +70,12 @@ class AdaptiveState:
     ceiling: float = 0.0  # the factor at which the site last broke (0: none remembered)
     calm: int = 0  # healthy windows in a row (-1: the last window cut the rate for errors)
     reason: str = ""  # why the factor is below 1, for people
+    slow: int = 0  # windows in a row that cut the rate for latency
 
     def as_redis(self) -> str:
-        """The text kept in Redis, "factor baseline ceiling calm reason"; buckets.lua reads the factor (first)."""
-        return f"{self.factor:.6g} {self.baseline:.6g} {self.ceiling:.6g} {self.calm} {self.reason}".rstrip()
+        """The text kept in Redis, "factor baseline ceiling calm slow reason"; buckets.lua reads the factor (first)."""
+        numbers = f"{self.factor:.6g} {self.baseline:.6g} {self.ceiling:.6g} {self.calm} {self.slow}"
+        return f"{numbers} {self.reason}".rstrip()
 
     @property
     def cause(self) -> str:
@@ -90,7 +96,10 @@ class AdaptiveState:
             ceiling, calm = float(rest[0]), int(rest[1])
         except (IndexError, ValueError):  # "factor baseline reason", written before ceilings were remembered
             return cls(float(factor), float(baseline), reason=value.split(" ", 2)[2] if len(rest) else "")
-        return cls(float(factor), float(baseline), ceiling, calm, rest[2] if len(rest) > 2 else "")
+        slow, _, reason = rest[2].partition(" ") if len(rest) > 2 else ("", "", "")
+        if not slow.isdigit():  # "factor baseline ceiling calm reason", written before slow windows were counted
+            slow, reason = "0", rest[2] if len(rest) > 2 else ""
+        return cls(float(factor), float(baseline), ceiling, calm, reason, int(slow))
 
 
 def adapt(state: AdaptiveState, window: Window, config: AdaptiveConfig = AdaptiveConfig()) -> AdaptiveState:
@@ -105,22 +114,25 @@ def adapt(state: AdaptiveState, window: Window, config: AdaptiveConfig = Adaptiv
     baseline, latency = state.baseline, window.latency
     above_floor = bool(baseline) and latency - baseline > config.latency_floor
     if above_floor and latency > baseline * config.latency_ratio:
+        if state.slow >= config.latency_cuts:  # the rate fell, the latency did not: it is the site's own
+            reason = f"recovering: latency {latency:.2f}s stayed as the rate fell, taken as the site's own"
+            return replace(state, baseline=latency, ceiling=0.0, calm=0, slow=0, reason=reason)
         reason = f"slowed down: latency {latency:.2f}s above {config.latency_ratio:g}× baseline {baseline:.2f}s"
-        return _slowed(state, config.latency_decrease, reason, config)
+        return replace(_slowed(state, config.latency_decrease, reason, config), slow=state.slow + 1)
     # A rising latency moves the baseline a quarter as fast: a site that slows a little every window must not drag
     # its baseline along and never look slow against it.
     rising = bool(baseline) and latency > baseline * config.latency_hold_ratio
     baseline = _follow(baseline, latency, config.baseline_follow / (4 if rising else 1))
     if rising and above_floor:
         reason = f"recovering, held: latency rising ({latency:.2f}s, baseline {state.baseline:.2f}s)"
-        return replace(state, baseline=baseline, calm=0, reason=reason if state.factor < 1 else "")
-    return _probed(replace(state, baseline=baseline, calm=state.calm + 1), config)
+        return replace(state, baseline=baseline, calm=0, slow=0, reason=reason if state.factor < 1 else "")
+    return _probed(replace(state, baseline=baseline, calm=state.calm + 1, slow=0), config)
 
 
 def _slowed(state: AdaptiveState, cut: float, reason: str, config: AdaptiveConfig) -> AdaptiveState:
     """Multiplicative decrease; the factor the window ran at is where the site broke."""
     factor = max(config.min_factor, state.factor * cut)
-    return replace(state, factor=factor, ceiling=state.factor, calm=0, reason=reason)
+    return replace(state, factor=factor, ceiling=state.factor, calm=0, slow=0, reason=reason)
 
 
 def _probed(state: AdaptiveState, config: AdaptiveConfig) -> AdaptiveState:

@@ -33,7 +33,7 @@
 -- A robots.txt cap "rate burst delay" (throttling/robots.py: what the site's Crawl-delay / Request-rate asks for) is
 -- a ceiling on both buckets of a rule that obeys it (`obey`, default 1): it lowers the rates, never raises them.
 -- An adaptive rule's rates are also multiplied by the factor the controller keeps in the adaptive state
--- ("factor baseline reason", throttling/adaptive.py); no state is a factor of 1.
+-- (its first word, throttling/adaptive.py AdaptiveState.as_redis); no state is a factor of 1.
 -- A bucket is the string "tokens ts": `tokens` as of time `ts` (seconds, from Redis TIME, never a worker's clock).
 -- A missing bucket is a full one, so keys expire once they would have refilled anyway. A pause empties the
 -- domain bucket and moves its `ts` into the future: nothing refills, nobody takes, until then.

@@ -6,6 +6,8 @@ with the rate they are hit, and the sites' own logs say what they went through.
   back to the frontier and came again later), under 10 % of all requests answered 503, the first ones included.
   Off: pages lost, 503s galore.
 - A site that only slows down as it gets busier (never an error): the rate falls before its latency doubles.
+- A site whose latency is its own, far above a baseline one instant window set: a few cuts, then the baseline is
+  learned again and the crawl goes on.
 - The demo shop and a zero-latency site, crawled at once: never slowed.
 """
 
@@ -21,9 +23,11 @@ from django.core.management import call_command
 
 from demo.generate import generate_site
 from demo.serve import DemoServer
+from project.redis import get_redis
 from tests.e2e.test_throttle_e2e import StampedSite, finished, localhost_rule, submit, two_workers  # noqa: F401
 from tests.sites import LoadedSite
-from throttling.adaptive import AdaptiveConfig
+from throttling.adaptive import AdaptiveConfig, AdaptiveState
+from throttling.services import throttle_buckets
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -136,6 +140,29 @@ def test_a_site_that_slows_down_sees_the_rate_fall_before_its_latency_doubles(
     )
     assert worst < 2 * BASE, f"the site's latency reached {worst:.2f}s (×{worst / BASE:.2f}) before the rate fell"
     assert all(status == 200 for _, status, *_ in site.log())
+    assert site.served(("a",)) == 1.0
+
+
+def test_a_baseline_the_site_never_comes_near_is_learned_again_and_the_crawl_goes_on(
+    api,
+    builtins,
+    localhost_rule,  # noqa: F811
+    two_workers,  # noqa: F811
+):
+    """An instant window (robots.txt, cached pages, an hour-old state) left the domain's baseline at 2 ms; its pages
+    take 0.25 s however fast they are asked for. The controller cuts a few times, takes that latency as the site's
+    own, and the crawl goes on: it is never held at the floor (where 160 pages would take minutes)."""
+    localhost_rule(rate=RATE, burst=1, ip_rate=RATE, ip_burst=1)
+    get_redis().set(throttle_buckets().state_key("localhost"), AdaptiveState(baseline=0.002).as_redis())
+    with LoadedSite(leaves=160, answer=lambda site, path, now: (0.25, 200)) as site:
+        job = finished(submit(api, f"{site.url}/a/0", maxdepth=1), two_workers)
+
+    assert job.status == "succeeded", job.error_message
+    lines = api.get(f"/api/jobs/{job.pk}/log/").content.decode().splitlines()
+    print("\n".join(line for line in lines if "of its rate" in line))
+    assert any("taken as the site's own" in line for line in lines), "\n".join(lines[-30:])
+    floor = DEFAULTS.latency_decrease**DEFAULTS.latency_cuts
+    assert job.stats["throttle"]["adaptive_min_factor"] >= round(floor, 3) - 0.001, job.stats["throttle"]
     assert site.served(("a",)) == 1.0
 
 

@@ -15,7 +15,7 @@ HEALTHY = Window(requests=20, errors=0, latency=0.05)
 
 
 @pytest.fixture(autouse=True)
-def clean_keys():
+def clean_keys(db):  # the keys' prefix is the installation's, read from the database on first use
     flush_throttle_keys()
     yield
     flush_throttle_keys()

@@ -132,10 +132,44 @@ def test_a_refused_page_waits_a_window_then_twice_as_long_each_time_within_bound
     assert requeue_delay(20, retry_after=None) == CONFIG.requeue_max_delay
 
 
+def test_a_latency_the_rate_does_not_move_is_the_site_s_own_and_the_rate_comes_back():
+    """One fast window (robots.txt, cached pages, an hour-old state) set a baseline the site's pages never come near:
+    cutting for latency that does not fall as the rate does would hold the domain at the floor for good."""
+    state, cuts = AdaptiveState(baseline=0.002), 0
+    for _ in range(CONFIG.latency_cuts + 1):
+        after = adapt(state, Window(requests=20, errors=0, latency=0.21))
+        cuts += after.factor < state.factor
+        state = after
+
+    assert cuts == CONFIG.latency_cuts and state.factor == pytest.approx(CONFIG.latency_decrease**CONFIG.latency_cuts)
+    assert state.baseline == 0.21 and "site's own" in state.reason, state
+    windows = 0
+    while state.factor < 1.0:
+        state = adapt(state, Window(requests=20, errors=0, latency=0.21))
+        windows += 1
+    assert windows <= CONFIG.healthy_windows + 1 / CONFIG.increase, "probing upward from there, not held below"
+
+
+def test_latency_that_falls_as_the_rate_does_keeps_its_baseline():
+    """A window back at the baseline between cuts: the rate does move the latency, so it is ours to bring down."""
+    state, slow = AdaptiveState(baseline=0.5), [0.9, 0.85, 0.9, 0.8, 0.9]
+    assert len(slow) < CONFIG.latency_cuts
+    for latency in (*slow, 0.5, *slow):
+        state = adapt(state, Window(requests=20, errors=0, latency=latency))
+
+    assert state.baseline == 0.5 and state.slow == len(slow)
+    assert state.factor == pytest.approx(CONFIG.latency_decrease ** (2 * len(slow)))
+
+
 def test_the_state_round_trips_through_redis_text():
-    state = AdaptiveState(factor=0.25, baseline=0.031, ceiling=0.5, calm=3, reason="slowed down: 40% errors")
+    state = AdaptiveState(factor=0.25, baseline=0.031, ceiling=0.5, calm=3, reason="slowed down: 40% errors", slow=2)
 
     assert AdaptiveState.from_redis(state.as_redis()) == state
     assert AdaptiveState.from_redis(None) == AdaptiveState()
+    before_slow = AdaptiveState.from_redis("0.25 0.031 0.5 3 slowed down: 40% errors")
+    assert before_slow == AdaptiveState(
+        factor=0.25, baseline=0.031, ceiling=0.5, calm=3, reason="slowed down: 40% errors"
+    )
+    assert AdaptiveState.from_redis("0.25 0.031 0.5 -1") == AdaptiveState(0.25, 0.031, 0.5, -1)
     old = AdaptiveState.from_redis("0.5 0.05 slowed down: 20% errors in the last window")  # before ceilings
     assert (old.factor, old.baseline, old.reason) == (0.5, 0.05, "slowed down: 20% errors in the last window")

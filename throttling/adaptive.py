@@ -115,7 +115,8 @@ def adapt(state: AdaptiveState, window: Window, config: AdaptiveConfig = Adaptiv
     above_floor = bool(baseline) and latency - baseline > config.latency_floor
     if above_floor and latency > baseline * config.latency_ratio:
         if state.slow >= config.latency_cuts:  # the rate fell, the latency did not: it is the site's own
-            reason = f"recovering: latency {latency:.2f}s stayed as the rate fell, taken as the site's own"
+            # Worded without "latency": its cause (metrics, the API) is recovering, not a cut.
+            reason = f"recovering: {latency:.2f}s a response stayed as the rate fell, taken as the site's own"
             return replace(state, baseline=latency, ceiling=0.0, calm=0, slow=0, reason=reason)
         reason = f"slowed down: latency {latency:.2f}s above {config.latency_ratio:g}× baseline {baseline:.2f}s"
         return replace(_slowed(state, config.latency_decrease, reason, config), slow=state.slow + 1)

@@ -142,7 +142,7 @@ def test_a_latency_the_rate_does_not_move_is_the_site_s_own_and_the_rate_comes_b
         state = after
 
     assert cuts == CONFIG.latency_cuts and state.factor == pytest.approx(CONFIG.latency_decrease**CONFIG.latency_cuts)
-    assert state.baseline == 0.21 and "site's own" in state.reason, state
+    assert state.baseline == 0.21 and "site's own" in state.reason and state.cause == "recovering", state
     windows = 0
     while state.factor < 1.0:
         state = adapt(state, Window(requests=20, errors=0, latency=0.21))

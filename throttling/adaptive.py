@@ -96,9 +96,10 @@ class AdaptiveState:
             ceiling, calm = float(rest[0]), int(rest[1])
         except (IndexError, ValueError):  # "factor baseline reason", written before ceilings were remembered
             return cls(float(factor), float(baseline), reason=value.split(" ", 2)[2] if len(rest) else "")
-        slow, _, reason = rest[2].partition(" ") if len(rest) > 2 else ("", "", "")
+        tail = rest[2] if len(rest) > 2 else ""
+        slow, _, reason = tail.partition(" ")
         if not slow.isdigit():  # "factor baseline ceiling calm reason", written before slow windows were counted
-            slow, reason = "0", rest[2] if len(rest) > 2 else ""
+            slow, reason = "0", tail
         return cls(float(factor), float(baseline), ceiling, calm, reason, int(slow))
 
 

@@ -59,9 +59,13 @@ def refused_share(site: LoadedSite, *, after: float) -> tuple[int, int]:
     return sum(1 for _, status, *_ in log if status == 503), len(log)
 
 
+def log_lines(api, jobs) -> list[str]:
+    return [line for job in jobs for line in api.get(f"/api/jobs/{job.pk}/log/").content.decode().splitlines()]
+
+
 def first_slowdown(api, jobs) -> tuple[float, str]:
     """When the controller first lowered the rate (the end of its first window that needed it), from the jobs' logs."""
-    lines = [line for job in jobs for line in api.get(f"/api/jobs/{job.pk}/log/").content.decode().splitlines()]
+    lines = log_lines(api, jobs)
     slowed = sorted(line for line in lines if "of its rate: slowed down" in line)  # ISO times sort as text
     assert slowed, "the controller never slowed down:\n" + "\n".join(lines[-30:])
     return datetime.fromisoformat(slowed[0].split()[0]).timestamp(), slowed[0]
@@ -159,7 +163,7 @@ def test_a_baseline_the_site_never_comes_near_is_learned_again_and_the_crawl_goe
         job = finished(submit(api, f"{site.url}/a/0", maxdepth=1), two_workers)
 
     assert job.status == "succeeded", job.error_message
-    lines = api.get(f"/api/jobs/{job.pk}/log/").content.decode().splitlines()
+    lines = log_lines(api, [job])
     print("\n".join(line for line in lines if "of its rate" in line))
     assert any("taken as the site's own" in line for line in lines), "\n".join(lines[-30:])
     floor = DEFAULTS.latency_decrease**DEFAULTS.latency_cuts

@@ -98,7 +98,7 @@ class AdaptiveState:
             return cls(float(factor), float(baseline), reason=value.split(" ", 2)[2] if len(rest) else "")
         tail = rest[2] if len(rest) > 2 else ""
         slow, _, reason = tail.partition(" ")
-        if not slow.isdigit():  # "factor baseline ceiling calm reason", written before slow windows were counted
+        if not slow.isdecimal():  # "factor baseline ceiling calm reason", written before slow windows were counted
             slow, reason = "0", tail
         return cls(float(factor), float(baseline), ceiling, calm, reason, int(slow))
 

@@ -171,5 +171,7 @@ def test_the_state_round_trips_through_redis_text():
         factor=0.25, baseline=0.031, ceiling=0.5, calm=3, reason="slowed down: 40% errors"
     )
     assert AdaptiveState.from_redis("0.25 0.031 0.5 -1") == AdaptiveState(0.25, 0.031, 0.5, -1)
+    # A digit int() does not read (str.isdigit says yes to "²") is the older format's reason, not a count.
+    assert AdaptiveState.from_redis("0.25 0.031 0.5 3 ² held").reason == "² held"
     old = AdaptiveState.from_redis("0.5 0.05 slowed down: 20% errors in the last window")  # before ceilings
     assert (old.factor, old.baseline, old.reason) == (0.5, 0.05, "slowed down: 20% errors in the last window")

@@ -21,6 +21,7 @@ from crawls.logs.error_pages import job_error_pages_store
 from crawls.logs.joblog import job_log_capture
 from crawls.models import CrawlJob, ErrorClass, JobStatus
 from crawls.replays.recordings import job_recording_store
+from crawls.services.build_wait import BuildWaitStopped, routed_when_built
 from crawls.services.crawl_spec import crawl_spec_build, spider_kwargs, spider_path_of
 from crawls.services.ingestion import ItemIngest
 from crawls.services.jobs import job_claim_message
@@ -92,6 +93,11 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
     except SpiderImportError as exc:  # the version's code is broken: its author's error, with its traceback
         logger.error("job %s: %s\n%s", job.pk, exc.message, exc.detail)
         return _ended(job, ErrorClass.SPIDER_ERROR, f"{exc.message}\n\n{exc.detail}".rstrip())
+    except BuildWaitStopped as exc:
+        if exc.cancelled:
+            return _ended(job, ErrorClass.CANCELLED, "cancelled while it waited for its version's build")
+        reason = "its worker shut down while it waited for its version's build"
+        return _result(job_attempt_over(job=job, cause=AttemptCause.WARM_SHUTDOWN, reason=reason) or job)
     except TrawlError as exc:
         return _ended(job, ErrorClass.ROUTING, exc.message)
     # Every crawl keeps its scheduler state in the job's frontier, a packaged one too: its child process runs Trawl's
@@ -151,7 +157,7 @@ def _job_run(*, job: CrawlJob, worker: str, shard: int = 0) -> dict[str, Any]:
 def _routed(job: CrawlJob, *, shard: int) -> tuple[Any, Any]:
     """The version to run (recorded on the job by its first shard) and its spider class; None for a packaged
     version, whose spider is imported inside its own environment, never in this process."""
-    version = version_for(job=job, shard=shard)
+    version = routed_when_built(job, partial(version_for, job=job, shard=shard))
     path = spider_path_of(job=job, version=version)
     spider_cls = None if version.package_id else spider_load(path)
     if spider_cls is not None and job.spider and spider_cls.name != job.spider:

@@ -1,7 +1,7 @@
 """Writes over the registry: routing, registering and rolling versions out, automatic rollback."""
 
 from registry.services.rollback import version_judge, version_rollback, version_rollback_check
-from registry.services.routing import route_pick, version_route
+from registry.services.routing import VersionBuilding, route_pick, version_route
 from registry.services.validation import allocation_problem, versions_problems
 from registry.services.versions import (
     scraper_create,
@@ -14,6 +14,7 @@ from registry.services.versions import (
 )
 
 __all__ = [
+    "VersionBuilding",
     "allocation_problem",
     "route_pick",
     "scraper_create",

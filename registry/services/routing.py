@@ -11,6 +11,11 @@ from registry.models import PackageStatus, Scraper, ScraperVersion
 from registry.selectors import versions_active
 
 
+class VersionBuilding(TrawlError):
+    """Nothing routes yet, but a version that would (the pinned one, or one of those not built) is still building:
+    a job may wait for it (crawls.services.build_wait) rather than fail."""
+
+
 def version_route(
     *,
     scraper: Scraper,
@@ -22,7 +27,8 @@ def version_route(
     """Exact version if asked; else the latest of the asked variant; else weighted by traffic; else the default.
 
     Only active (not deprecated) versions ever route. A pin that cannot be honoured is an error, never a silent
-    substitute. Raises TrawlError naming the field when nothing matches; the job then fails with `routing`.
+    substitute. Raises TrawlError naming the field when nothing matches; the job then fails with `routing`
+    (VersionBuilding when a package still building may yet match).
     """
     active = versions_active(scraper=scraper)
     chosen = route_pick(active, scraper=scraper.name, version=version, variant=variant, priority=priority, rng=rng)
@@ -47,18 +53,24 @@ def route_pick(
     if version:
         for candidate in active:
             if candidate.version == version and not candidate.routable:
-                raise TrawlError(_unroutable(scraper, candidate), field="version")
+                raise _refused(candidate.package_status == PackageStatus.BUILDING)(
+                    _unroutable(scraper, candidate), field="version"
+                )
             if candidate.version == version:
                 return candidate
         raise TrawlError(f"scraper {scraper!r} has no active version {version!r}", field="version")
     # Packaged versions still building or failed: named when nothing else routes, so the job says why.
-    waiting = "".join(f"; {_unroutable(scraper, candidate)}" for candidate in active if not candidate.routable)
+    unbuilt = [candidate for candidate in active if not candidate.routable]
+    waiting = "".join(f"; {_unroutable(scraper, candidate)}" for candidate in unbuilt)
+    building = {candidate.variant for candidate in unbuilt if candidate.package_status == PackageStatus.BUILDING}
     active = [candidate for candidate in active if candidate.routable]
     if variant:
         for candidate in active:
             if candidate.variant == variant:
                 return candidate
-        raise TrawlError(f"scraper {scraper!r} has no active {variant!r} version{waiting}", field="variant")
+        raise _refused(variant in building)(
+            f"scraper {scraper!r} has no active {variant!r} version{waiting}", field="variant"
+        )
     default = next((v for v in active if v.is_default), None)
     eligible = [v for v in active if v.traffic_pct > 0 and v.min_priority <= priority]
     if eligible:
@@ -72,11 +84,16 @@ def route_pick(
                 return candidate
     if default is not None:
         return default
-    raise TrawlError(
+    raise _refused(bool(building))(
         f"scraper {scraper!r} has no version to route to: no active default version and no active version with "
         f"traffic for priority {priority}{waiting}",
         field="scraper",
     )
+
+
+def _refused(building: bool) -> type[TrawlError]:
+    """What nothing routing raises: VersionBuilding when a version still building may yet route the job."""
+    return VersionBuilding if building else TrawlError
 
 
 def _unroutable(scraper: str, version: ScraperVersion) -> str:

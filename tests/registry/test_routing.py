@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from project.errors import TrawlError
 from registry.models import Package, PackageStatus, Scraper, ScraperVersion
-from registry.services import version_route
+from registry.services import VersionBuilding, version_route
 
 pytestmark = pytest.mark.django_db
 
@@ -254,3 +254,25 @@ def test_nothing_to_route_to_names_the_packaged_versions_that_cannot_run_and_why
         "storage"
     )
     assert by_variant.value.message.startswith("scraper 'demo_shop' has no active 'canary' version; the package of")
+
+
+def test_a_version_still_building_that_could_run_the_job_is_told_apart_from_one_that_never_will(scraper, add):
+    def package(n: int) -> Package:
+        sha = f"{n}" * 64
+        return Package.objects.create(
+            sha256=sha, path=f"{sha}/p-{n}.whl", filename=f"p-{n}.whl", name="p", dist_version=f"{n}", size=1
+        )
+
+    add("1.0.0", is_default=True, package=package(1), package_status=PackageStatus.FAILED, package_log="no wheel")
+    add("2.0.0", variant="canary", package=package(2), package_status=PackageStatus.BUILDING)
+
+    with pytest.raises(VersionBuilding):  # a job may wait: the build may make it the one that runs
+        version_route(scraper=scraper)
+    with pytest.raises(VersionBuilding):
+        version_route(scraper=scraper, version="2.0.0")
+    with pytest.raises(VersionBuilding):
+        version_route(scraper=scraper, variant="canary")
+    for never in ({"version": "1.0.0"}, {"variant": "stable"}, {"version": "3.0.0"}):  # failed, none, no such
+        with pytest.raises(TrawlError) as refused:
+            version_route(scraper=scraper, **never)
+        assert not isinstance(refused.value, VersionBuilding), never

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import zipfile
 
 import pytest
@@ -260,3 +261,44 @@ def test_an_egg_that_is_a_zip_bomb_or_needs_a_direct_url_is_refused_and_nothing_
     answer = admin.post("/scrapyd/addversion.json", {"project": "p", "version": "1", "egg": direct}).json()
     assert answer["status"] == "error" and "direct URL reference" in answer["message"], answer
     assert not ScraperVersion.objects.filter(scraper__name="p").exists()
+
+
+def test_listjobs_links_on_scrapyds_own_port_answer_there(admin):
+    """`make run` serves scrapyd at the root of port 6800 (project.wsgi_scrapyd): the `log_url` and `items_url` that
+    listjobs.json gives there point at that port, so they must answer there too, not as /scrapyd/api/... (a 404)."""
+    from wsgiref.util import setup_testing_defaults
+
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    import project.wsgi_scrapyd as scrapyd_port
+
+    _, token = token_issue(requester_name="alice")
+    auth = "Basic " + base64.b64encode(f"alice:{token}".encode()).decode()
+
+    def get(path: str, query: str = "") -> tuple[str, bytes]:
+        environ = {"PATH_INFO": path, "QUERY_STRING": query, "HTTP_HOST": "testserver", "HTTP_AUTHORIZATION": auth}
+        setup_testing_defaults(environ)
+        answered = []
+        # As Django's test client does: the test's transaction outlives the request.
+        for signal in (request_started, request_finished):
+            signal.disconnect(close_old_connections)
+        try:
+            body = b"".join(scrapyd_port.application(environ, lambda status, headers: answered.append(status)))
+        finally:
+            for signal in (request_started, request_finished):
+                signal.connect(close_old_connections)
+        return answered[0], body
+
+    deploy(admin)
+    built()
+    job_id = client("alice").post("/scrapyd/schedule.json", {"project": "myproject", "spider": "books"}).json()["jobid"]
+    CrawlJob.objects.filter(pk=job_id).update(status=JobStatus.SUCCEEDED)
+    status, body = get("/listjobs.json", "project=myproject")
+    finished = json.loads(body)["finished"][0]
+    for link in (finished["log_url"], finished["items_url"]):
+        assert link.startswith("http://testserver/api/jobs/"), link
+        status, body = get(link.removeprefix("http://testserver"))
+        assert status.startswith("200"), (link, status, body[:300])
+    assert json.loads(body)["count"] == 0  # the items page, the job's own (none stored)
+    assert get("/api/jobs/")[0].startswith("404")  # the rest of Trawl's API stays on Trawl's own port

@@ -12,7 +12,11 @@ from scrapyd.web import ScrapydError
 JOB_SETTINGS = {
     "USER_AGENT": ("useragent", str),
     "DEPTH_LIMIT": ("maxdepth", int),
+    # Scrapy's CloseSpider limits are the job's own page and item limits (0, Scrapy's "no limit", sets none).
+    "CLOSESPIDER_PAGECOUNT": ("max_pages", int),
+    "CLOSESPIDER_ITEMCOUNT": ("max_items", int),
 }
+UNLIMITED = {"max_pages", "max_items"}  # options whose 0 means no limit, as in Scrapy
 # `jobid` is Trawl's to choose: one sent (ScrapydWeb always sends a timestamp) is not a spider argument, and the
 # answer's `jobid` is the job's id.
 SCRAPYD_PARAMS = {"project", "spider", "_version", "priority", "jobid", "setting"}
@@ -44,6 +48,8 @@ def job_options(settings: list[str]) -> dict[str, Any]:
             options[option] = kind(value)
         except ValueError:
             raise ScrapydError(f"setting {name} must be a {kind.__name__}, not {value!r}") from None
+        if option in UNLIMITED and options[option] == 0:
+            del options[option]
     return options
 
 

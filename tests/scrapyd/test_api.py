@@ -134,13 +134,14 @@ def test_schedule_runs_a_spider_by_name_with_arguments_settings_priority_and_ver
     answer = alice.post(
         "/scrapyd/schedule.json",
         {"project": "myproject", "spider": "books", "_version": "1700000000", "priority": "3",
-         "setting": ["USER_AGENT=bot/1.0", "DEPTH_LIMIT=2"], "category": "poetry", "pages": "2"},
+         "setting": ["USER_AGENT=bot/1.0", "DEPTH_LIMIT=2", "CLOSESPIDER_PAGECOUNT=40", "CLOSESPIDER_ITEMCOUNT=0"],
+         "category": "poetry", "pages": "2"},
     ).json()  # fmt: skip
     assert answer["status"] == "ok", answer
     job = CrawlJob.objects.get(pk=answer["jobid"])
     assert job.spider == "books" and job.scraper.name == "myproject" and job.requester.name == "alice"
     assert job.args == {"category": "poetry", "pages": "2"}
-    assert job.options == {"useragent": "bot/1.0", "maxdepth": 2}
+    assert job.options == {"useragent": "bot/1.0", "maxdepth": 2, "max_pages": 40}  # an item count of 0: no limit
     assert job.priority == 53 and job.requested_version == "1.0.0+scrapyd.1700000000"
 
 
@@ -152,6 +153,7 @@ def test_schedule_runs_a_spider_by_name_with_arguments_settings_priority_and_ver
         ({"project": "myproject", "spider": "books", "_version": "9"}, "has no version '9'"),
         ({"project": "myproject", "spider": "books", "setting": "ROBOTSTXT_OBEY=False"}, "may not set ROBOTSTXT_OBEY"),
         ({"project": "myproject", "spider": "books", "priority": "high"}, "priority must be a number"),
+        ({"project": "myproject", "spider": "books", "setting": "CLOSESPIDER_PAGECOUNT=-1"}, "max_pages"),
     ],
 )
 def test_schedule_refuses_with_scrapyds_error_shape(admin, alice, params, message):

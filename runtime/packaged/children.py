@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from project.env import BASE_DIR
 from registry.packages.envs import EnvBuildError, PackageEnv, env_lease, envs_prune
 from runtime.packaged.channel import Inbox, channel_read
 from runtime.packaged.child_env import child_environment, undumpable
 from runtime.packaged.child_redis import ChildRedis, ChildRedisError, child_redis_grant, child_redis_revoke
+from runtime.packaged.workdirs import child_workdir_make, child_workdir_remove
 from runtime.spec import PackageSpec
 
 logger = logging.getLogger("trawl.packages")
@@ -69,6 +69,7 @@ class Child:
     inbox: Inbox = field(default_factory=Inbox)
     last_used: float = field(default_factory=time.monotonic)
     unused: Unused | None = None  # None: this machine's environments are pruned by someone else
+    workdir: str = ""  # its working directory (runtime.packaged.workdirs), removed when it exits
 
     def send(self, **command: Any) -> None:
         try:
@@ -138,13 +139,14 @@ def child_return(child: Child) -> None:
 def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool, *, unused: Unused | None) -> Child:
     read_fd, write_fd = os.pipe()
     grant = ChildRedis(url="")
+    workdir = child_workdir_make()
     try:
         undumpable()
         grant = child_redis_grant(url=pool.redis_url, acl=pool.redis_acl, nopass_allowed=pool.redis_nopass_allowed)
         process = subprocess.Popen(
             [str(env.python), "-P", "-m", "runtime.packaged.child"],
             stdin=subprocess.PIPE,
-            cwd=BASE_DIR,
+            cwd=workdir,
             env=child_environment(
                 channel_fd=write_fd,
                 redis_url=grant.url,
@@ -157,15 +159,19 @@ def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool, *, unuse
         )
     except ChildRedisError as exc:
         os.close(read_fd)
+        child_workdir_remove(workdir)
         raise PackageUnavailable(str(exc)) from None
     except OSError as exc:
         os.close(read_fd)
         child_redis_revoke(grant)
+        child_workdir_remove(workdir)
         raise PackageUnavailable(f"cannot start {env.python}: {exc}") from None
     finally:
         os.close(write_fd)
         os.close(lock_fd)
-    child = Child(sha256=sha256, process=process, idle_seconds=pool.idle_seconds, redis=grant, unused=unused)
+    child = Child(
+        sha256=sha256, process=process, idle_seconds=pool.idle_seconds, redis=grant, unused=unused, workdir=workdir
+    )
     threading.Thread(target=_read, args=(child, read_fd), name=f"package-{sha256[:8]}", daemon=True).start()
     return child
 
@@ -182,6 +188,7 @@ def _after_exit(child: Child) -> None:
     """The child is gone: its Redis user goes, and it was perhaps the last user of a deprecated version's
     environment. Here, not in the child: that asks the database, which the child has no access to."""
     child_redis_revoke(child.redis)
+    child_workdir_remove(child.workdir)
     if child.unused is None:
         return
     from django.db import connections

@@ -92,6 +92,15 @@ class PackageEnv:
     def ready(self) -> bool:
         return self.marker.exists()
 
+    def workdir_made(self) -> Path:
+        """The working directory of the package's children: what the project's code writes where it stands
+        (Scrapy's `.scrapy/httpcache`, a pipeline's `items.jl`, a relative FEEDS or IMAGES_STORE path) stays with the
+        package, as a scrapyd project's files stay in scrapyd's directory, never in Trawl's own directory where
+        every other project's crawl would read it. It goes when the environment is pruned."""
+        workdir = self.root / "work"
+        workdir.mkdir(mode=0o700, exist_ok=True)
+        return workdir
+
     def build_log(self) -> str:
         try:
             return json.loads(self.marker.read_text()).get("log", "")

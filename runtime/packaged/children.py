@@ -26,7 +26,6 @@ from registry.packages.envs import EnvBuildError, PackageEnv, env_lease, envs_pr
 from runtime.packaged.channel import Inbox, channel_read
 from runtime.packaged.child_env import child_environment, undumpable
 from runtime.packaged.child_redis import ChildRedis, ChildRedisError, child_redis_grant, child_redis_revoke
-from runtime.packaged.workdirs import child_workdir_make, child_workdir_remove
 from runtime.spec import PackageSpec
 
 logger = logging.getLogger("trawl.packages")
@@ -69,7 +68,6 @@ class Child:
     inbox: Inbox = field(default_factory=Inbox)
     last_used: float = field(default_factory=time.monotonic)
     unused: Unused | None = None  # None: this machine's environments are pruned by someone else
-    workdir: str = ""  # its working directory (runtime.packaged.workdirs), removed when it exits
 
     def send(self, **command: Any) -> None:
         try:
@@ -139,14 +137,13 @@ def child_return(child: Child) -> None:
 def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool, *, unused: Unused | None) -> Child:
     read_fd, write_fd = os.pipe()
     grant = ChildRedis(url="")
-    workdir = child_workdir_make()
     try:
         undumpable()
         grant = child_redis_grant(url=pool.redis_url, acl=pool.redis_acl, nopass_allowed=pool.redis_nopass_allowed)
         process = subprocess.Popen(
             [str(env.python), "-P", "-m", "runtime.packaged.child"],
             stdin=subprocess.PIPE,
-            cwd=workdir,
+            cwd=env.workdir_made(),
             env=child_environment(
                 channel_fd=write_fd,
                 redis_url=grant.url,
@@ -159,19 +156,15 @@ def _spawn(env: PackageEnv, lock_fd: int, sha256: str, pool: ChildPool, *, unuse
         )
     except ChildRedisError as exc:
         os.close(read_fd)
-        child_workdir_remove(workdir)
         raise PackageUnavailable(str(exc)) from None
     except OSError as exc:
         os.close(read_fd)
         child_redis_revoke(grant)
-        child_workdir_remove(workdir)
         raise PackageUnavailable(f"cannot start {env.python}: {exc}") from None
     finally:
         os.close(write_fd)
         os.close(lock_fd)
-    child = Child(
-        sha256=sha256, process=process, idle_seconds=pool.idle_seconds, redis=grant, unused=unused, workdir=workdir
-    )
+    child = Child(sha256=sha256, process=process, idle_seconds=pool.idle_seconds, redis=grant, unused=unused)
     threading.Thread(target=_read, args=(child, read_fd), name=f"package-{sha256[:8]}", daemon=True).start()
     return child
 
@@ -188,7 +181,6 @@ def _after_exit(child: Child) -> None:
     """The child is gone: its Redis user goes, and it was perhaps the last user of a deprecated version's
     environment. Here, not in the child: that asks the database, which the child has no access to."""
     child_redis_revoke(child.redis)
-    child_workdir_remove(child.workdir)
     if child.unused is None:
         return
     from django.db import connections

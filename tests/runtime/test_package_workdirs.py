@@ -1,56 +1,68 @@
-"""Each package child starts in an empty working directory of its own, never Trawl's own directory, and the directory
-goes with the child: what a project writes where it stands (Scrapy's `.scrapy/httpcache`, a pipeline's
-`items.jl`) is neither written into the installation nor read by another project's crawl. Real children of a real
-package environment; their working directory read from /proc."""
+"""A package's children work in a directory of that package's, never Trawl's own: what a project writes where it
+stands (Scrapy's `.scrapy/httpcache`, a pipeline's `items.jl`) stays with the project, as in scrapyd's directory,
+is not written into the installation nor read by another project's crawl, and goes when the environment is pruned.
+Real children of real package environments; their working directory read from /proc."""
 
 from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from crawls.services.crawl_spec import package_spec_of
 from project.env import BASE_DIR
+from registry.packages.envs import env_of, envs_prune
+from registry.services.packages import version_upload
 from runtime.packaged.children import child_discard, child_for
 from runtime.settings.compose import child_pool
+from tests.packages import shop_wheel
+from tests.registry.factories import make_scraper
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
 
 
-def gone(path: Path, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not path.exists()
+def another_package(tmp_path):
+    """Another project's package: its own dependency version, so its own environment."""
+    wheel = shop_wheel(tmp_path / "other", version="1.0.0", output="v1", dep="2.0")
+    with open(wheel, "rb") as handle:
+        return version_upload(
+            scraper=make_scraper("other"),
+            package=handle,
+            filename=wheel.name,
+            version="1.0.0",
+            spider="trawlshop.spiders.ShopSpider",
+        )
 
 
-def test_each_child_works_in_a_directory_of_its_own_removed_when_it_exits(tmp_path, redis_server):
-    version = packaged(tmp_path, dep="1.0")
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    leftover = Path(tempfile.mkdtemp(prefix=f"trawl-child-{dead.pid}-"))  # a killed worker's child's
-    (leftover / "items.jl").write_text("{}\n")
-    ours = Path(tempfile.mkdtemp(prefix=f"trawl-child-{os.getpid()}-"))  # a live worker's (this one): kept
+def cwd_of(child) -> Path:
+    return Path(os.readlink(f"/proc/{child.process.pid}/cwd"))
 
-    first = child_for(package_spec_of(version.package), pool=child_pool())
-    second = child_for(package_spec_of(version.package), pool=child_pool())  # the first is taken: another child
+
+def test_a_packages_children_work_in_its_own_directory_which_goes_with_its_environment(tmp_path, redis_server):
+    shop = packaged(tmp_path, dep="1.0")
+    other = another_package(tmp_path)
+    assert shop.package.sha256 != other.package.sha256
+
+    first = child_for(package_spec_of(shop.package), pool=child_pool())
+    second = child_for(package_spec_of(shop.package), pool=child_pool())  # the first is taken: another child
+    elsewhere = child_for(package_spec_of(other.package), pool=child_pool())
     try:
-        cwds = [Path(os.readlink(f"/proc/{child.process.pid}/cwd")) for child in (first, second)]
-        assert cwds[0] != cwds[1] and BASE_DIR not in (cwds[0], *cwds[0].parents), cwds
-        for cwd in cwds:
-            assert cwd.parent == Path(tempfile.gettempdir()) and stat.S_IMODE(cwd.stat().st_mode) == 0o700, cwd
-            assert list(cwd.iterdir()) == [], "an empty directory"
-        assert not leftover.exists(), "the directory of a worker process that no longer runs is removed"
-        assert ours.exists(), "a running worker's is not"
-        (cwds[0] / ".scrapy").mkdir()  # as Scrapy's HTTP cache would, relative to where the child stands
+        shop_dir, others_dir = cwd_of(first), cwd_of(elsewhere)
+        assert cwd_of(second) == shop_dir, "one package's children share its directory"
+        assert shop_dir != others_dir, "another package's children never see it"
+        for directory in (shop_dir, others_dir):
+            assert directory != BASE_DIR and BASE_DIR not in directory.parents, directory
+            assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+        assert shop_dir.parent == env_of(shop.package.sha256).root
+        (shop_dir / ".scrapy" / "httpcache").mkdir(parents=True)  # as Scrapy's cache would, where the child stands
     finally:
-        child_discard(first)
-        child_discard(second)
-        ours.rmdir()
-    assert all(gone(cwd) for cwd in cwds), "each child's directory goes when it exits"
+        for child in (first, second, elsewhere):
+            child_discard(child)
+    assert (shop_dir / ".scrapy" / "httpcache").is_dir(), "it outlives the child, as in scrapyd's directory"
+
+    assert envs_prune(unused=set, only=shop.package.sha256) == [shop.package.sha256]  # its children are gone
+    assert not shop_dir.exists(), "pruning the environment removes it"
+    assert others_dir.exists()

@@ -128,7 +128,7 @@ def _child_run(replay: JobReplay, *, warc: bytes) -> dict[str, Any]:
         task_path.write_text(json.dumps(task, default=str))
         done = subprocess.run(
             [python, "-P", "-m", "runtime.replay.child", str(task_path), str(result_path)],
-            cwd=tmp,  # what the version's code writes where it stands goes with the replay (runtime.packaged.workdirs)
+            cwd=tmp,  # what the version's code writes where it stands goes with the replay (PackageEnv.workdir_made)
             env=_child_env(),
             capture_output=True,
             text=True,

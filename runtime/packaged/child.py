@@ -102,6 +102,7 @@ class CrawlServer:
         from registry.spiders import spider_load
         from runtime.bridge.handoff import item_passed
         from runtime.frontier.scheduler import store_wanted
+        from runtime.packaged.project_spiders import project_environment
         from runtime.settings.enforced import crawler_create
         from runtime.settings.project import ProjectLayer, project_settings_applied, refused_log
 
@@ -109,6 +110,7 @@ class CrawlServer:
         self.job, self.first_error = command["job"], ""
         project = ProjectLayer.of_message(command.get("project"))
         try:
+            project_environment(project.module if project else "")
             settings, refused = project_settings_applied(command["settings"], project)
             # Trawl's pins over the package spider's own settings (runtime.settings.enforced), as in a worker.
             runner, crawler = crawler_create(spider_load(command["spider"]), settings)
@@ -237,9 +239,10 @@ def spiders_check(path: str, *, settings_module: str = "") -> tuple[str, dict[st
     """Why the version's spider (`path`) or its project's spiders cannot be loaded ("" when they can), and the
     project's spiders by name (runtime.packaged.project_spiders)."""
     from project.errors import TrawlError
-    from runtime.packaged.project_spiders import spiders_found
+    from runtime.packaged.project_spiders import project_environment, spiders_found
 
     try:
+        project_environment(settings_module)  # a spider module may read the project's settings as it is imported
         return "", spiders_found(path, settings_module=settings_module)
     except TrawlError as exc:
         return exc.message, {}

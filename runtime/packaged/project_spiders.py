@@ -1,11 +1,16 @@
-"""A packaged Scrapy project's spiders by `name`, found as Scrapy finds them: its SpiderLoader on the SPIDER_MODULES of
-the project's settings module, inside the package's environment (in its child process, when a worker builds it).
+"""A packaged Scrapy project inside its child process: its spiders by `name`, found as Scrapy finds them (its
+SpiderLoader on the SPIDER_MODULES of the project's settings module, inside the package's environment), and the
+environment its code expects to run in (`project_environment`).
 
 Scrapy's loader walks the modules by their file names, so a module Python's import statement cannot name
 (`spiders/toscrape-css.py`) is found too; the dotted path recorded for it imports with importlib all the same.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
 
 from scrapy.settings import Settings
 from scrapy.spiderloader import SpiderLoader
@@ -29,3 +34,23 @@ def spiders_found(default_spider: str, *, settings_module: str = "") -> dict[str
     if getattr(spider_cls, "name", None):
         found.setdefault(spider_cls.name, default_spider)
     return found
+
+
+def project_environment(module: str) -> None:
+    """Where the child stands, as `scrapy crawl` and scrapyd set things up for a project's code: SCRAPY_SETTINGS_MODULE
+    names its settings module (a pipeline's `get_project_settings()` reads the project's values, not Scrapy's
+    defaults), and a scrapy.cfg saying so, without which Scrapy, seeing that variable, finds no project data
+    directory (`.scrapy/`, where HTTPCACHE_ENABLED keeps its cache) and refuses to start the cache. The directory is
+    the package's own (PackageEnv.workdir_made). No module (or not a module's name): neither."""
+    if not module or not all(part.isidentifier() for part in module.split(".")):  # a dotted name, nothing else
+        os.environ.pop("SCRAPY_SETTINGS_MODULE", None)
+        return
+    os.environ["SCRAPY_SETTINGS_MODULE"] = module
+    config, text = Path("scrapy.cfg"), f"[settings]\ndefault = {module}\n"
+    with contextlib.suppress(OSError):
+        if config.exists() and config.read_text() == text:
+            return
+    # The package's children share the directory: the file is replaced whole, never seen half written.
+    written = Path(f"scrapy.cfg.{os.getpid()}")
+    written.write_text(text)
+    written.replace(config)

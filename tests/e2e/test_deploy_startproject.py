@@ -1,7 +1,7 @@
 """A `scrapy startproject` project deployed as it is, with real workers: no pyproject.toml or setup.py, two spiders
-(one in `toscrape-css.py`), a pipeline, a middleware, USER_AGENT and DOWNLOAD_DELAY in its settings.py. Each spider
-runs by its `name` from its own start_urls, the project's settings reach the site, and a redeploy without --version
-is what the next job runs."""
+(one in `toscrape-css.py`), a pipeline (reading the project's settings with get_project_settings()), a middleware,
+USER_AGENT and DOWNLOAD_DELAY in its settings.py. Each spider runs by its `name` from its own start_urls, the
+project's settings reach the site, and a redeploy without --version is what the next job runs."""
 
 from __future__ import annotations
 
@@ -37,9 +37,13 @@ TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 FEED_EXPORT_ENCODING = "utf-8"
 """
 PIPELINES = """
+from scrapy.utils.project import get_project_settings
+
+
 class StampPipeline:
     def process_item(self, item, spider):
         item["stamped_by"] = "myproject.pipelines"
+        item["bot"] = get_project_settings().get("BOT_NAME")  # as many projects read their own settings
         return item
 """
 MIDDLEWARES = """
@@ -163,8 +167,8 @@ def test_a_startproject_project_deploys_as_it_is_and_runs_each_spider_by_name(pa
 
     job, books = run(api, package_worker, "books")
     assert sorted(item["title"] for item in books) == [f"Product {n}" for n in range(1, 7)]
-    assert {(item["spider"], item["code"], item["stamped_by"]) for item in books} == {
-        ("books", "v1", "myproject.pipelines")
+    assert {(item["spider"], item["code"], item["stamped_by"], item["bot"]) for item in books} == {
+        ("books", "v1", "myproject.pipelines", "myproject")  # get_project_settings(): the project's, not Scrapy's
     }
     log = api.get(f"/api/jobs/{job.pk}/log/").content.decode()
     assert log.count("which Trawl pins") == 1 and "TELNETCONSOLE_ENABLED" in log, log

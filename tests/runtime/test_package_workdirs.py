@@ -66,3 +66,34 @@ def test_a_packages_children_work_in_its_own_directory_which_goes_with_its_envir
     assert envs_prune(unused=set, only=shop.package.sha256) == [shop.package.sha256]  # its children are gone
     assert not shop_dir.exists(), "pruning the environment removes it"
     assert others_dir.exists()
+
+
+def test_a_projects_code_finds_its_settings_and_data_directory_where_its_child_stands(tmp_path, monkeypatch):
+    """What project_environment sets up, read back through Scrapy's own functions: get_project_settings() gives the
+    project's values, and the project data directory (HTTPCACHE_ENABLED's cache) is where the child stands."""
+    from scrapy.utils.project import data_path, get_project_settings
+
+    from runtime.packaged.project_spiders import project_environment
+
+    (tmp_path / "src" / "tidy").mkdir(parents=True)
+    (tmp_path / "src" / "tidy" / "__init__.py").write_text("")
+    (tmp_path / "src" / "tidy" / "settings.py").write_text("BOT_NAME = 'tidy'\nMONGO_URI = 'mongodb://db/tidy'\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
+
+    project_environment("tidy.settings")
+    settings = get_project_settings()
+    assert (settings.get("BOT_NAME"), settings.get("MONGO_URI")) == ("tidy", "mongodb://db/tidy")
+    assert Path(data_path("httpcache")).resolve() == (work / ".scrapy" / "httpcache").resolve()
+    project_environment("tidy.settings")  # the package's next crawl: the same file, kept
+    assert (work / "scrapy.cfg").read_text() == "[settings]\ndefault = tidy.settings\n"
+    assert [path.name for path in work.iterdir() if path.name.startswith("scrapy.cfg.")] == []
+
+    project_environment("")
+    assert "SCRAPY_SETTINGS_MODULE" not in os.environ
+    project_environment("tidy.settings\n[datadir]\ndefault = /")  # a version's field, not a module's name
+    assert "SCRAPY_SETTINGS_MODULE" not in os.environ
+    assert (work / "scrapy.cfg").read_text() == "[settings]\ndefault = tidy.settings\n"

@@ -12,11 +12,13 @@ from scrapyd.web import ScrapydError
 JOB_SETTINGS = {
     "USER_AGENT": ("useragent", str),
     "DEPTH_LIMIT": ("maxdepth", int),
-    # Scrapy's CloseSpider limits are the job's own page and item limits (0, Scrapy's "no limit", sets none).
+    # Scrapy's CloseSpider limits are the job's own page, item and time limits (0, Scrapy's "no limit", sets none).
+    # ScrapydWeb's run form sends CLOSESPIDER_TIMEOUT=60 and CLOSESPIDER_PAGECOUNT=10 unless its user clears them.
     "CLOSESPIDER_PAGECOUNT": ("max_pages", int),
     "CLOSESPIDER_ITEMCOUNT": ("max_items", int),
+    "CLOSESPIDER_TIMEOUT": ("max_seconds", float),
 }
-UNLIMITED = {"max_pages", "max_items"}  # options whose 0 means no limit, as in Scrapy
+UNLIMITED = {"max_pages", "max_items", "max_seconds"}  # options whose 0 means no limit, as in Scrapy
 # `jobid` is Trawl's to choose: one sent (ScrapydWeb always sends a timestamp) is not a spider argument, and the
 # answer's `jobid` is the job's id.
 SCRAPYD_PARAMS = {"project", "spider", "_version", "priority", "jobid", "setting"}

@@ -17,6 +17,8 @@ from runtime.inputs.args import MAX_VALUE_CHARS, SHAPE, SpiderArgsError, spider_
 from runtime.inputs.checks import attrs_check, config_check
 from runtime.inputs.patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, PatternError, pattern_compile
 
+MAX_SECONDS = 30 * 86_400  # max_seconds: a month, beyond any job's timeout
+
 
 def linear_regex(pattern: str) -> None:
     """A requester regex must run on RE2 (linear time): the check the link spider compiles with."""
@@ -139,6 +141,13 @@ class JobOptionsSerializer(StrictSerializer):
         max_value=settings.TRAWL_JOB_MAX_ITEMS_LIMIT,
         required=False,
         help_text="Keep at most this many items, then end the job (succeeded, stats `closed_by: max_items`).",
+    )
+    max_seconds = serializers.FloatField(
+        min_value=1,
+        max_value=MAX_SECONDS,
+        required=False,
+        help_text="Crawl for at most this many seconds from the crawl's start, then end the job (succeeded, stats "
+        "`closed_by: max_seconds`). Scrapy's CLOSESPIDER_TIMEOUT; the job's timeout still ends it as `timeout`.",
     )
     config = serializers.DictField(
         required=False,

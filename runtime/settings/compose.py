@@ -23,7 +23,14 @@ from runtime.packaged.children import ChildPool
 from runtime.settings.enforced import COMPONENTS_SETTING, ENFORCED, GUARD, GUARD_ORDER
 from runtime.settings.project import ProjectLayer
 from runtime.spec import CrawlSpec
-from runtime.watch.budget import ITEMS_OPTION, ITEMS_SETTING, PAGES_OPTION, PAGES_SETTING
+from runtime.watch.budget import (
+    ITEMS_OPTION,
+    ITEMS_SETTING,
+    PAGES_OPTION,
+    PAGES_SETTING,
+    SECONDS_OPTION,
+    SECONDS_SETTING,
+)
 
 COMPONENT_SETTINGS = {
     "EXTENSIONS": "TRAWL_SCRAPY_EXTENSIONS",
@@ -218,11 +225,13 @@ def _rendering(merged: dict[str, Any], spec: CrawlSpec) -> None:
 
 def _budget(merged: dict[str, Any], spec: CrawlSpec) -> None:
     """A job's `max_pages` / `max_items` (else its source's config's) are Scrapy's CLOSESPIDER_PAGECOUNT /
-    CLOSESPIDER_ITEMCOUNT (made exact by runtime.watch.budget); a version's own lower value stays."""
-    for option, name in ((PAGES_OPTION, PAGES_SETTING), (ITEMS_OPTION, ITEMS_SETTING)):
-        asked = int(spec.options.get(option) or spec.source_config.get(option) or 0)
+    CLOSESPIDER_ITEMCOUNT (made exact by runtime.watch.budget), its `max_seconds` CLOSESPIDER_TIMEOUT; a version's
+    own lower value stays."""
+    budgets = ((PAGES_OPTION, PAGES_SETTING, int), (ITEMS_OPTION, ITEMS_SETTING, int))
+    for option, name, kind in (*budgets, (SECONDS_OPTION, SECONDS_SETTING, float)):
+        asked = kind(spec.options.get(option) or spec.source_config.get(option) or 0)
         if asked:
-            declared = int(merged.get(name) or 0)
+            declared = kind(float(merged.get(name) or 0))
             merged[name] = min(asked, declared) if declared > 0 else asked
 
 

@@ -36,7 +36,9 @@ from runtime.frontier.dupefilter import frontier_for
 PAGES_SETTING, ITEMS_SETTING = "CLOSESPIDER_PAGECOUNT", "CLOSESPIDER_ITEMCOUNT"
 PAGES_OPTION, ITEMS_OPTION = "max_pages", "max_items"
 PAGES_REASON, ITEMS_REASON = "closespider_pagecount", "closespider_itemcount"  # Scrapy's CloseSpider's
-CLOSED_BY = {PAGES_REASON: PAGES_OPTION, ITEMS_REASON: ITEMS_OPTION}
+# A crawl's time from its start: Scrapy's own CLOSESPIDER_TIMEOUT, which BudgetCloseSpider keeps as it is.
+SECONDS_SETTING, SECONDS_OPTION, SECONDS_REASON = "CLOSESPIDER_TIMEOUT", "max_seconds", "closespider_timeout"
+CLOSED_BY = {PAGES_REASON: PAGES_OPTION, ITEMS_REASON: ITEMS_OPTION, SECONDS_REASON: SECONDS_OPTION}
 FRONTIER_SETTING = "TRAWL_FRONTIER"  # the job's frontier a crawl runs on (runtime.frontier)
 PAGE_BUDGET = "runtime.watch.budget.PageBudget"
 PAGE_BUDGET_ORDER = 120  # after robots.txt (100): a request robots.txt forbids was never going to be fetched

@@ -1,4 +1,4 @@
-"""`max_pages` / `max_items` through the REST API and a real worker: counted at the site, not in Trawl's stats."""
+"""`max_pages`, `max_items` and `max_seconds` through the REST API and a real worker: counted at the site."""
 
 from __future__ import annotations
 
@@ -54,6 +54,20 @@ def test_max_items_ends_the_job_with_that_many_items(api, builtins, wide_site, j
     assert job.status == "succeeded", job.error_message
     assert job.stats["closed_by"] == "max_items"
     assert api.get(f"/api/jobs/{job.pk}/items/").json()["count"] == 3
+
+
+def test_max_seconds_ends_the_job_succeeded_after_that_long(api, builtins, wide_site, job_waiter):
+    """Scrapy's CLOSESPIDER_TIMEOUT: a chain of pages that take 0.3 s each, 20 deep (6 s at least), given 2 s."""
+    response = api.post(
+        "/api/jobs/", {"url": f"{wide_site.url}/slow/0", "options": {"maxdepth": 20, "max_seconds": 2}}, format="json"
+    )
+    assert response.status_code == 201, response.content
+
+    job = job_waiter(response.json()["id"])
+
+    assert job.status == "succeeded", job.error_message
+    assert job.stats["closed_by"] == "max_seconds" and job.stats["finish_reason"] == "closespider_timeout"
+    assert wide_site.slow_hits() < 21
 
 
 def test_unbounded_option_is_a_400_naming_it(api, builtins, wide_site):

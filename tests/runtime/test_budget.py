@@ -38,6 +38,18 @@ def test_job_options_become_closespider_settings():
 
 
 @pytest.mark.django_db
+def test_max_seconds_is_closespider_timeout():
+    assert composed_for(options={"max_seconds": 60})["CLOSESPIDER_TIMEOUT"] == 60.0
+    assert closed_by("closespider_timeout") == "max_seconds"
+
+
+@pytest.mark.django_db
+def test_a_versions_shorter_closespider_timeout_stays():
+    shorter = composed_for(options={"max_seconds": 60}, version_settings={"CLOSESPIDER_TIMEOUT": "20.5"})
+    assert shorter["CLOSESPIDER_TIMEOUT"] == 20.5
+
+
+@pytest.mark.django_db
 def test_a_versions_lower_bound_stays_and_a_job_cannot_raise_it():
     merged = composed_for(options={"max_pages": 50}, version_settings={"CLOSESPIDER_PAGECOUNT": 10})
 
@@ -55,6 +67,8 @@ def test_options_are_validated_and_bounded():
     assert "max_pages" in errors({"max_pages": 0})
     assert "max_items" in errors({"max_items": 10**12})
     assert "max_pages" in errors({"max_pages": "many"})
+    assert errors({"max_seconds": 2.5}) == {}
+    assert "max_seconds" in errors({"max_seconds": 0}) and "max_seconds" in errors({"max_seconds": 10**9})
 
 
 @pytest.mark.django_db

@@ -265,6 +265,21 @@ def test_an_egg_that_is_a_zip_bomb_or_needs_a_direct_url_is_refused_and_nothing_
     assert not ScraperVersion.objects.filter(scraper__name="p").exists()
 
 
+def test_scrapydwebs_run_form_as_it_comes_schedules_a_bounded_job(admin, alice):
+    """ScrapydWeb's "Run Spider" form sends its `additional` box as it is unless cleared:
+    `-d setting=CLOSESPIDER_TIMEOUT=60 -d setting=CLOSESPIDER_PAGECOUNT=10 -d arg1=val1`, and a jobid."""
+    deploy(admin)
+    built()
+    answer = alice.post(
+        "/scrapyd/schedule.json",
+        {"project": "myproject", "spider": "books", "jobid": "2026-12-01T03_30_00", "arg1": "val1",
+         "setting": ["CLOSESPIDER_PAGECOUNT=10", "CLOSESPIDER_TIMEOUT=60"]},
+    ).json()  # fmt: skip
+    assert answer["status"] == "ok", answer
+    job = CrawlJob.objects.get(pk=answer["jobid"])
+    assert job.options == {"max_pages": 10, "max_seconds": 60.0} and job.args == {"arg1": "val1"}
+
+
 def test_listjobs_links_on_scrapyds_own_port_answer_there(admin):
     """`make run` serves scrapyd at the root of port 6800 (project.wsgi_scrapyd): the `log_url` and `items_url` that
     listjobs.json gives there point at that port, so they must answer there too, not as /scrapyd/api/... (a 404)."""

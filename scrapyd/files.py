@@ -1,5 +1,6 @@
-"""What scrapyd serves beside its JSON API and its dashboards read: `/jobs` (the HTML table ScrapydWeb parses for its
-Jobs page and monitor), `/logs/PROJECT/SPIDER/JOB.log` (ScrapydWeb's log and stats pages, Gerapy's log tail with
+"""What scrapyd serves beside its JSON API and its dashboards read: its home page `/` (ScrapydWeb will not start
+unless every scrapyd it is given answers it with a 200), `/jobs` (the HTML table ScrapydWeb parses for its Jobs page
+and monitor), `/logs/PROJECT/SPIDER/JOB.log` (ScrapydWeb's log and stats pages, Gerapy's log tail with
 `Range: bytes=-N`) and `/items/PROJECT/SPIDER/JOB.jl`, each for the requester's own jobs only (404 otherwise).
 
 A log is the job's Trawl log rewritten in Scrapy's default format (`2026-11-29 07:00:53 [scrapy.core.engine] INFO:
@@ -36,6 +37,13 @@ PAGE = """<html><head><title>Scrapyd</title></head><body><h1>Jobs</h1>
 """
 
 
+HOME = """<html><head><title>Scrapyd</title></head><body><h1>Scrapyd</h1>
+<p>Trawl, answering scrapyd's JSON API. Available projects: <b>{projects}</b></p>
+<ul><li><a href="jobs">Jobs</a></li><li><a href="listjobs.json">listjobs.json</a></li></ul>
+</body></html>
+"""
+
+
 def _job(requester, project: str, spider: str, job_id: str) -> CrawlJob | None:
     job = selectors.project_job(requester=requester, job_id=job_id, project=project)
     return job if job is not None and spider_of(job) == spider else None
@@ -68,6 +76,13 @@ def items_file(request: HttpRequest, requester, params, *, project: str, spider:
         return _not_found("items")
     lines = (json.dumps(data, default=str) + "\n" for data in job_item_data(job_id=found.pk))
     return StreamingHttpResponse(lines, content_type="application/x-ndjson")
+
+
+@endpoint(methods=("GET", "HEAD"))
+def home_page(request: HttpRequest, requester, params) -> HttpResponse:
+    """scrapyd's home page: the projects, and links relative to it (at :6800/ and at /scrapyd/ alike)."""
+    projects = ", ".join(escape(name) for name in selectors.projects())
+    return HttpResponse(HOME.format(projects=projects), content_type="text/html; charset=utf-8")
 
 
 @endpoint(methods=("GET",))

@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import zipfile
+from functools import partial
 
 import pytest
 from django.test import Client
@@ -280,9 +281,8 @@ def test_scrapydwebs_run_form_as_it_comes_schedules_a_bounded_job(admin, alice):
     assert job.options == {"max_pages": 10, "max_seconds": 60.0} and job.args == {"arg1": "val1"}
 
 
-def test_listjobs_links_on_scrapyds_own_port_answer_there(admin):
-    """`make run` serves scrapyd at the root of port 6800 (project.wsgi_scrapyd): the `log_url` and `items_url` that
-    listjobs.json gives there point at that port, so they must answer there too, not as /scrapyd/api/... (a 404)."""
+def port_get(path: str, query: str = "", *, auth: str = "") -> tuple[str, bytes]:
+    """A GET through scrapyd's own port's WSGI callable (project.wsgi_scrapyd), as gunicorn calls it."""
     from wsgiref.util import setup_testing_defaults
 
     from django.core.signals import request_finished, request_started
@@ -290,23 +290,32 @@ def test_listjobs_links_on_scrapyds_own_port_answer_there(admin):
 
     import project.wsgi_scrapyd as scrapyd_port
 
-    _, token = token_issue(requester_name="alice")
-    auth = "Basic " + base64.b64encode(f"alice:{token}".encode()).decode()
-
-    def get(path: str, query: str = "") -> tuple[str, bytes]:
-        environ = {"PATH_INFO": path, "QUERY_STRING": query, "HTTP_HOST": "testserver", "HTTP_AUTHORIZATION": auth}
-        setup_testing_defaults(environ)
-        answered = []
-        # As Django's test client does: the test's transaction outlives the request.
+    environ = {"PATH_INFO": path, "QUERY_STRING": query, "HTTP_HOST": "testserver"}
+    if auth:
+        environ["HTTP_AUTHORIZATION"] = auth
+    setup_testing_defaults(environ)
+    answered = []
+    # As Django's test client does: the test's transaction outlives the request.
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    try:
+        body = b"".join(scrapyd_port.application(environ, lambda status, headers: answered.append(status)))
+    finally:
         for signal in (request_started, request_finished):
-            signal.disconnect(close_old_connections)
-        try:
-            body = b"".join(scrapyd_port.application(environ, lambda status, headers: answered.append(status)))
-        finally:
-            for signal in (request_started, request_finished):
-                signal.connect(close_old_connections)
-        return answered[0], body
+            signal.connect(close_old_connections)
+    return answered[0], body
 
+
+def basic(name: str) -> str:
+    _, token = token_issue(requester_name=name)
+    return "Basic " + base64.b64encode(f"{name}:{token}".encode()).decode()
+
+
+def test_listjobs_links_on_scrapyds_own_port_answer_there(admin):
+    """`make run` serves scrapyd at the root of port 6800 (project.wsgi_scrapyd): the `log_url` and `items_url` that
+    listjobs.json gives there point at that port, so they must answer there too, not as /scrapyd/api/... (a 404)."""
+    auth = basic("alice")
+    get = partial(port_get, auth=auth)
     deploy(admin)
     built()
     job_id = client("alice").post("/scrapyd/schedule.json", {"project": "myproject", "spider": "books"}).json()["jobid"]
@@ -319,3 +328,13 @@ def test_listjobs_links_on_scrapyds_own_port_answer_there(admin):
         assert status.startswith("200"), (link, status, body[:300])
     assert json.loads(body)["count"] == 0  # the items page, the job's own (none stored)
     assert get("/api/jobs/")[0].startswith("404")  # the rest of Trawl's API stays on Trawl's own port
+
+
+def test_scrapyds_home_page_answers_at_the_root_as_scrapydweb_checks_it(admin):
+    """ScrapydWeb refuses to start unless `GET http://host:port` (with its basic auth) answers 200."""
+    deploy(admin)
+    status, body = port_get("/", auth=basic("alice"))
+    assert status.startswith("200") and b"Available projects: <b>myproject</b>" in body, (status, body[:300])
+    assert b'href="jobs"' in body
+    assert port_get("")[0].startswith("401"), "the home page asks for the same credentials"
+    assert client("bob").get("/scrapyd/").status_code == 200  # under Trawl's own port too

@@ -17,14 +17,16 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import transaction
 
+from project.errors import TrawlError
 from project.messaging.brokers import PRIORITY_MIN
 from registry import hooks
 from registry.cache import registry_changed
 from registry.errors import RegistryError
-from registry.models import Package, Scraper, ScraperVersion, Variant
+from registry.models import Package, PackageStatus, Scraper, ScraperVersion, Variant
 from registry.packages.wheels import WheelInfo, spider_problem, wheel_inspect, wheel_read
 from registry.publish import publish_package_build
-from registry.services.versions import version_create
+from registry.selectors import versions_of
+from registry.services.versions import version_create, version_make_default
 
 logger = logging.getLogger("trawl.packages")
 
@@ -99,9 +101,33 @@ def version_package_record(*, version_id: int, status: str, log: str, spiders: d
     """The build's verdict. `log` starts with the one-line reason when it failed; `spiders`, the project's spiders
     by name as the build found them."""
     found = {"spiders": spiders} if spiders is not None else {}
-    ScraperVersion.objects.filter(pk=version_id).update(package_status=status, package_log=log, **found)
-    registry_changed()  # update() sends no post_save: every worker re-reads which versions may route
+    with transaction.atomic():  # a failed default and its successor change together: routing never sees neither
+        ScraperVersion.objects.filter(pk=version_id).update(package_status=status, package_log=log, **found)
+        registry_changed()  # update() sends no post_save: every worker re-reads which versions may route
+        if status == PackageStatus.FAILED:
+            _default_handed_back(version_id=version_id)
     logger.info("version %s package %s", version_id, status)
+
+
+def _default_handed_back(*, version_id: int) -> None:
+    """A default whose build failed gives the default back to the newest version that runs (stable first), as
+    scrapyd keeps running the last good upload when a new one does not load: a scrapyd deploy makes its version the
+    default at upload, and without this one broken deploy left the scraper with nothing to route to."""
+    failed = ScraperVersion.objects.select_for_update().filter(pk=version_id, is_default=True).first()
+    if failed is None:
+        return
+    runnable = [v for v in versions_of(scraper=failed.scraper) if v.is_active and v.routable and v.pk != failed.pk]
+    fallback = next((v for v in runnable if v.variant == Variant.STABLE), runnable[0] if runnable else None)
+    if fallback is None:
+        return
+    try:
+        version_make_default(version=fallback)
+    except (RegistryError, TrawlError) as exc:  # the registry's own rules refuse it: the failed build stays recorded
+        logger.warning("%s: %s stays without a default (%s)", failed.scraper.name, fallback.version, exc)
+        return
+    logger.warning(
+        "%s %s failed to build: %s is the default again", failed.scraper.name, failed.version, fallback.version
+    )
 
 
 def packages_unused(sha256s: Iterable[str]) -> set[str]:

@@ -118,3 +118,26 @@ def test_the_wait_ends_with_the_job_s_timeout_saying_how_long_it_waited(building
     assert "is still building (waited 0 s for the build)" in refused.value.message or (
         "is still building (waited 1 s for the build)" in refused.value.message
     ), refused.value.message
+
+
+def test_a_redeploy_that_fails_to_build_gives_the_default_back_and_the_waiting_job_runs_it(building, caplog):
+    """As scrapyd keeps running the last good upload: a scrapyd deploy makes its version the default at once, and a
+    build that fails hands the default back to the newest version that runs."""
+    job, broken = building
+    good = ScraperVersion.objects.create(
+        scraper=broken.scraper,
+        version="0.9.0",
+        spider=broken.spider,
+        package=broken.package,
+        package_status=PackageStatus.READY,
+    )
+    caplog.set_level("INFO", logger="trawl.jobs")
+    thread, outcome = waiting(job, caplog)
+
+    version_package_record(version_id=broken.pk, status=PackageStatus.FAILED, log="spider: cannot import")
+    thread.join(timeout=30)
+    assert outcome.get("version") is not None and outcome["version"].pk == good.pk, outcome
+    good.refresh_from_db()
+    broken.refresh_from_db()
+    assert good.is_default and not broken.is_default
+    assert broken.package_status == PackageStatus.FAILED  # still recorded as it built

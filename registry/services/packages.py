@@ -101,7 +101,7 @@ def version_package_record(*, version_id: int, status: str, log: str, spiders: d
     """The build's verdict. `log` starts with the one-line reason when it failed; `spiders`, the project's spiders
     by name as the build found them."""
     found = {"spiders": spiders} if spiders is not None else {}
-    with transaction.atomic():  # a failed default and its successor change together: routing never sees neither
+    with transaction.atomic():  # a failed default and its successor change together: routing never sees one alone
         ScraperVersion.objects.filter(pk=version_id).update(package_status=status, package_log=log, **found)
         registry_changed()  # update() sends no post_save: every worker re-reads which versions may route
         if status == PackageStatus.FAILED:

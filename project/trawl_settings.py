@@ -208,6 +208,9 @@ TRAWL_PACKAGE_CACHE_DIR = env.PACKAGE_CACHE_DIR
 TRAWL_PACKAGE_FIND_LINKS: list[str] = env.PACKAGE_FIND_LINKS
 TRAWL_PACKAGE_NO_INDEX = env.PACKAGE_NO_INDEX
 TRAWL_PACKAGE_BUILD_TIMEOUT = 600  # seconds pip may take to install a package and its dependencies
+# scrapyd's addversion.json answers once a worker built the version (a broken egg is an error, as in scrapyd), but
+# waits no longer than this: the web worker it holds answers nothing else meanwhile (gunicorn's timeout is 30 s).
+TRAWL_SCRAPYD_BUILD_WAIT_SECONDS = 10.0
 # A packaged crawl runs in a child process of its environment; the child serves the next job of that package in the
 # same worker process too (no second start-up), and exits after this long without one.
 TRAWL_PACKAGE_CHILD_IDLE_SECONDS = env.PACKAGE_CHILD_IDLE_SECONDS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from django.db.models import Count, QuerySet
@@ -9,7 +10,7 @@ from django.db.models import Count, QuerySet
 from access.models import Requester
 from crawls.models import ACTIVE_STATUSES, CrawlJob
 from crawls.selectors import jobs_visible
-from registry.models import Scraper, ScraperVersion
+from registry.models import PackageStatus, Scraper, ScraperVersion
 from registry.selectors import by_semver, scrapers_by_name, versions_of_scraper_named
 from scrapyd.labels import label_of
 
@@ -40,6 +41,16 @@ def all_versions(*, project: str) -> QuerySet[ScraperVersion]:
 def project_version(*, project: str, label: str) -> ScraperVersion | None:
     """The live version a scrapyd label (or the semantic version itself) names."""
     return next((v for v in project_versions(project=project) if label in (v.version, label_of(v.version))), None)
+
+
+def version_built(*, version_id: int, seconds: float, poll: float = 0.25) -> ScraperVersion:
+    """The version once a worker has built it (`ready` or `failed`), or as it stands after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        version = ScraperVersion.objects.get(pk=version_id)
+        if version.package_status != PackageStatus.BUILDING or time.monotonic() >= deadline:
+            return version
+        time.sleep(poll)
 
 
 def project_jobs(*, requester: Requester, project: str = "") -> QuerySet[CrawlJob]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 
 from crawls.models import ACTIVE_STATUSES, CrawlJob, JobStatus
 from crawls.serializers import JobCreateSerializer
 from crawls.services import job_cancel, job_create
+from registry.models import PackageStatus
 from registry.services import scraper_create, version_deprecate, version_make_default
 from registry.services.packages import version_upload
 from scrapyd import selectors
@@ -43,7 +45,9 @@ def daemonstatus(request: HttpRequest, requester, params) -> JsonResponse:
 @endpoint(methods=("POST",), admin=True)
 def addversion(request: HttpRequest, requester, params) -> JsonResponse:
     """An egg (scrapyd-deploy's) or a wheel becomes the project's newest version and, as in scrapyd, the one that
-    runs; the project (a scraper) is created on its first upload."""
+    runs; the project (a scraper) is created on its first upload. As scrapyd answers once it has listed the egg's
+    spiders, the answer waits for a worker's build (TRAWL_SCRAPYD_BUILD_WAIT_SECONDS at most): a version that does
+    not load is an error (the last good version stays the default), `spiders` the spiders Scrapy found in it."""
     project, label = required(params, "project"), required(params, "version")
     data, filename = egg_posted(request)
     if selectors.project_version(project=project, label=label):
@@ -67,7 +71,12 @@ def addversion(request: HttpRequest, requester, params) -> JsonResponse:
                     is_default=True,
                     settings_module=prepared.settings_module,
                 )
-    return ok(project=project, version=label_of(created.version), spiders=len(prepared.spider_names))
+    built = selectors.version_built(version_id=created.pk, seconds=settings.TRAWL_SCRAPYD_BUILD_WAIT_SECONDS)
+    if built.package_status == PackageStatus.FAILED:
+        reason = (built.package_log or "no reason recorded").splitlines()[0]
+        raise ScrapydError(f"{project} {label} does not load on Trawl's workers: {reason}")
+    spiders = len(built.spiders) if built.package_status == PackageStatus.READY else len(prepared.spider_names)
+    return ok(project=project, version=label_of(created.version), spiders=spiders)
 
 
 @endpoint(methods=("POST",))

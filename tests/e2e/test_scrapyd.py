@@ -1,8 +1,8 @@
 """scrapyd's own clients against Trawl's /scrapyd/, with a real worker: scrapyd-deploy (scrapyd-client 2.0.3) packs
-a `scrapy startproject` project with two spiders into an egg and deploys it; schedule.json, sent at once, runs a
-spider by name with a spider argument and a setting once the version is built; listjobs.json shows the job finished
-with Trawl's log; python-scrapyd-api's calls round-trip; another requester's token sees none of it. The clients come
-from requirements-scrapyd.txt (make test)."""
+a `scrapy startproject` project with two spiders into an egg and deploys it (answered once a worker built it: its
+spiders listed at once); schedule.json, sent at once, runs a spider by name with a spider argument and a setting;
+listjobs.json shows the job finished with Trawl's log; python-scrapyd-api's calls round-trip; another requester's
+token sees none of it. The clients come from requirements-scrapyd.txt (make test)."""
 
 from __future__ import annotations
 
@@ -78,9 +78,12 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(package_worker,
         [str(SCRAPYD_DEPLOY), "--version", "1732856400"], cwd=project, capture_output=True, text=True, timeout=180
     )
     assert '"status": "ok"' in deployed.stdout, deployed.stdout + deployed.stderr
-    # Scheduled at once, as scrapyd's users do: the job waits for the build rather than failing `routing`.
     alice, bob = (requests.Session(), requests.Session())
     alice.auth, bob.auth = ("alice", alice_token), ("bob", bob_token)
+    # As scrapyd answers once it listed the egg's spiders, addversion.json answered once a worker built the version.
+    spiders = alice.get(f"{scrapyd_url}listspiders.json", params={"project": "myproject"}).json()["spiders"]
+    assert spiders == ["books", "slow", "toscrape-css"], f"{spiders}\n{deployed.stdout}"
+    # Scheduled at once, as scrapyd's users do.
     scheduled = alice.post(
         f"{scrapyd_url}schedule.json",
         data={"project": "myproject", "spider": "books", "tag": "from-scrapyd", "setting": "DEPTH_LIMIT=5"},
@@ -91,8 +94,6 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(package_worker,
     assert version.version == "1.0.0+scrapyd.1732856400" and version.settings_module == "myproject.settings"
     assert set(version.spiders) == {"books", "slow", "toscrape-css"}
 
-    spiders = alice.get(f"{scrapyd_url}listspiders.json", params={"project": "myproject"}).json()["spiders"]
-    assert spiders == ["books", "slow", "toscrape-css"]
     try:
         job = wait_for_job(scheduled["jobid"], timeout=180)
     except AssertionError as exc:

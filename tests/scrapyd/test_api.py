@@ -55,6 +55,12 @@ def package_dirs(settings, tmp_path):
     }
 
 
+@pytest.fixture(autouse=True)
+def no_build_worker(settings):
+    """No crawl worker builds here: addversion.json answers at once (the tests mark versions built themselves)."""
+    settings.TRAWL_SCRAPYD_BUILD_WAIT_SECONDS = 0
+
+
 @pytest.fixture
 def admin():
     return client("deployer", admin=True)
@@ -338,3 +344,51 @@ def test_scrapyds_home_page_answers_at_the_root_as_scrapydweb_checks_it(admin):
     assert b'href="jobs"' in body
     assert port_get("")[0].startswith("401"), "the home page asks for the same credentials"
     assert client("bob").get("/scrapyd/").status_code == 200  # under Trawl's own port too
+
+
+@pytest.mark.django_db(transaction=True)
+def test_addversion_answers_once_a_worker_built_the_version_as_scrapyd_once_it_listed_the_spiders(settings):
+    """The answer waits for the build: its `spiders` are those Scrapy found, and an egg that does not load is an
+    error naming why (the version stays recorded as failed). A thread records the verdicts as a worker's build does."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from registry.services.packages import version_package_record
+
+    settings.TRAWL_SCRAPYD_BUILD_WAIT_SECONDS = 30
+    admin = client("deployer", admin=True)
+
+    def worker_records(label: str, status: str, log: str = "") -> None:
+        deadline = time.monotonic() + 30
+        try:
+            while time.monotonic() < deadline:
+                version = ScraperVersion.objects.filter(version__endswith=label).first()
+                if version is not None:
+                    spiders = {f"s{n}": f"myproject.spiders.S{n}" for n in range(4)} if status == "ready" else None
+                    version_package_record(version_id=version.pk, status=status, log=log, spiders=spiders)
+                    return
+                time.sleep(0.05)
+        finally:
+            connection.close()
+
+    def deployed(label: str, status: str, log: str = "") -> dict:
+        thread = threading.Thread(target=worker_records, args=(label, status, log))
+        thread.start()
+        try:
+            return admin.post(
+                "/scrapyd/addversion.json", {"project": "myproject", "version": label, "egg": egg()}
+            ).json()
+        finally:
+            thread.join()
+
+    good = deployed("1700000001", PackageStatus.READY)
+    assert good["status"] == "ok" and good["spiders"] == 4, good  # the build's four, not the source's two
+    broken = deployed("1700000002", PackageStatus.FAILED, "spider: No module named 'price_parser'\n\npip log")
+    assert broken["status"] == "error", broken
+    assert (
+        broken["message"]
+        == "myproject 1700000002 does not load on Trawl's workers: spider: No module named 'price_parser'"
+    )
+    assert ScraperVersion.objects.get(version__endswith="1700000001").is_default  # the last good one runs

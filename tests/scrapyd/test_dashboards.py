@@ -13,7 +13,16 @@ from django.test import Client
 from django.utils import timezone
 
 from crawls.models import CrawlJob, JobLog, JobStatus
-from tests.scrapyd.test_api import admin, alice, built, client, deploy, egg, package_dirs  # noqa: F401 - fixtures
+from tests.scrapyd.test_api import (  # noqa: F401 - fixtures
+    admin,
+    alice,
+    built,
+    client,
+    deploy,
+    egg,
+    no_build_worker,
+    package_dirs,
+)
 
 pytestmark = pytest.mark.django_db
 # scrapydweb/views/dashboard/jobs.py: its Jobs page and monitor read scrapyd's /jobs HTML with these.

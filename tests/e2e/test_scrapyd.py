@@ -154,3 +154,17 @@ def test_scrapyd_deploy_schedule_and_listjobs_work_against_trawl(package_worker,
         f"{late} fetched after the cancel, cancelled {took:.1f} s after it\n{package_worker.log_tail()}"
     )
     shutil.rmtree(project / "build", ignore_errors=True)
+
+    # An egg that does not load: scrapyd-deploy hears it, as from scrapyd, and the last good version keeps running.
+    (project / "myproject/spiders/broken.py").write_text("import price_parser_not_installed\n")
+    (project / "scrapy.cfg").write_text(config)  # the deployer's admin credentials again
+    broken = subprocess.run(
+        [str(SCRAPYD_DEPLOY), "--version", "1732856401"], cwd=project, capture_output=True, text=True, timeout=180
+    )
+    assert '"status": "error"' in broken.stdout and "does not load on Trawl's workers" in broken.stdout, (
+        broken.stdout + broken.stderr + package_worker.log_tail()
+    )
+    assert "price_parser_not_installed" in broken.stdout
+    default = ScraperVersion.objects.get(scraper__name="myproject", is_default=True)
+    assert default.version == "1.0.0+scrapyd.1732856400", default
+    shutil.rmtree(project / "build", ignore_errors=True)

@@ -138,6 +138,11 @@ class ScraperVersion(models.Model):
             raise ValidationError(errors)
 
     @property
+    def build_failure(self) -> str:
+        """Why its package failed to build, in one line (`package_log` starts with the reason)."""
+        return (self.package_log or "no reason recorded").splitlines()[0]
+
+    @property
     def routable(self) -> bool:
         """In-process versions always; packaged ones once their package is built."""
         return self.package_id is None or self.package_status == PackageStatus.READY

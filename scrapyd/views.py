@@ -73,8 +73,7 @@ def addversion(request: HttpRequest, requester, params) -> JsonResponse:
                 )
     built = selectors.version_built(version_id=created.pk, seconds=settings.TRAWL_SCRAPYD_BUILD_WAIT_SECONDS)
     if built.package_status == PackageStatus.FAILED:
-        reason = (built.package_log or "no reason recorded").splitlines()[0]
-        raise ScrapydError(f"{project} {label} does not load on Trawl's workers: {reason}")
+        raise ScrapydError(f"{project} {label} does not load on Trawl's workers: {built.build_failure}")
     spiders = len(built.spiders) if built.package_status == PackageStatus.READY else len(prepared.spider_names)
     return ok(project=project, version=label_of(created.version), spiders=spiders)
 

@@ -98,8 +98,7 @@ def _refused(building: bool) -> type[TrawlError]:
 
 def _unroutable(scraper: str, version: ScraperVersion) -> str:
     if version.package_status == PackageStatus.FAILED:
-        reason = (version.package_log or "no reason recorded").splitlines()[0]
-        return f"the package of {scraper!r} {version.version} failed to build: {reason}"
+        return f"the package of {scraper!r} {version.version} failed to build: {version.build_failure}"
     return f"the package of {scraper!r} {version.version} is still {version.package_status or 'not built'}"
 
 

@@ -28,44 +28,35 @@ def pages_hit(site) -> int:
     return sum(count for path, count in site.hits.items() if path != "/robots.txt")
 
 
+def bounded_job(api, job_waiter, url: str, **options):
+    """A job of `url` with these options, through the API, once it ended; it must have succeeded."""
+    response = api.post("/api/jobs/", {"url": url, "options": options}, format="json")
+    assert response.status_code == 201, response.content
+    job = job_waiter(response.json()["id"])
+    assert job.status == "succeeded", job.error_message
+    return job
+
+
 def test_max_pages_5_fetches_at_most_5_pages_and_succeeds(api, builtins, wide_site, job_waiter):
     wide_site.hits.clear()
-    response = api.post(
-        "/api/jobs/", {"url": f"{wide_site.url}/index.html", "options": {"maxdepth": 2, "max_pages": 5}}, format="json"
-    )
-    assert response.status_code == 201, response.content
+    job = bounded_job(api, job_waiter, f"{wide_site.url}/index.html", maxdepth=2, max_pages=5)
 
-    job = job_waiter(response.json()["id"])
-
-    assert job.status == "succeeded", job.error_message
     assert job.stats["closed_by"] == "max_pages"
     assert pages_hit(wide_site) <= 5
     assert job.stats["pages"] == 5
 
 
 def test_max_items_ends_the_job_with_that_many_items(api, builtins, wide_site, job_waiter):
-    response = api.post(
-        "/api/jobs/", {"url": f"{wide_site.url}/index.html", "options": {"maxdepth": 2, "max_items": 3}}, format="json"
-    )
-    assert response.status_code == 201, response.content
+    job = bounded_job(api, job_waiter, f"{wide_site.url}/index.html", maxdepth=2, max_items=3)
 
-    job = job_waiter(response.json()["id"])
-
-    assert job.status == "succeeded", job.error_message
     assert job.stats["closed_by"] == "max_items"
     assert api.get(f"/api/jobs/{job.pk}/items/").json()["count"] == 3
 
 
 def test_max_seconds_ends_the_job_succeeded_after_that_long(api, builtins, wide_site, job_waiter):
     """Scrapy's CLOSESPIDER_TIMEOUT: a chain of pages that take 0.3 s each, 20 deep (6 s at least), given 2 s."""
-    response = api.post(
-        "/api/jobs/", {"url": f"{wide_site.url}/slow/0", "options": {"maxdepth": 20, "max_seconds": 2}}, format="json"
-    )
-    assert response.status_code == 201, response.content
+    job = bounded_job(api, job_waiter, f"{wide_site.url}/slow/0", maxdepth=20, max_seconds=2)
 
-    job = job_waiter(response.json()["id"])
-
-    assert job.status == "succeeded", job.error_message
     assert job.stats["closed_by"] == "max_seconds" and job.stats["finish_reason"] == "closespider_timeout"
     assert wide_site.slow_hits() < 21
 

@@ -14,27 +14,11 @@ import pytest
 from crawls.services.crawl_spec import package_spec_of
 from project.env import BASE_DIR
 from registry.packages.envs import env_of, envs_prune
-from registry.services.packages import version_upload
 from runtime.packaged.children import child_discard, child_for
 from runtime.settings.compose import child_pool
-from tests.packages import shop_wheel
-from tests.registry.factories import make_scraper
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
-
-
-def another_package(tmp_path):
-    """Another project's package: its own dependency version, so its own environment."""
-    wheel = shop_wheel(tmp_path / "other", version="1.0.0", output="v1", dep="2.0")
-    with open(wheel, "rb") as handle:
-        return version_upload(
-            scraper=make_scraper("other"),
-            package=handle,
-            filename=wheel.name,
-            version="1.0.0",
-            spider="trawlshop.spiders.ShopSpider",
-        )
 
 
 def cwd_of(child) -> Path:
@@ -43,7 +27,7 @@ def cwd_of(child) -> Path:
 
 def test_a_packages_children_work_in_its_own_directory_which_goes_with_its_environment(tmp_path, redis_server):
     shop = packaged(tmp_path, dep="1.0")
-    other = another_package(tmp_path)
+    other = packaged(tmp_path, dep="2.0", scraper="other")  # another project's own environment
     assert shop.package.sha256 != other.package.sha256
 
     first = child_for(package_spec_of(shop.package), pool=child_pool())

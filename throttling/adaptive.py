@@ -10,7 +10,10 @@ not past the rate at which it last broke until it has stayed healthy just below 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
+
+REASON_CHARS = 200  # of a state's reason, for people: longer is not a controller's
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,17 @@ class AdaptiveState:
 
     @classmethod
     def from_redis(cls, value: str | bytes | None) -> AdaptiveState:
-        if not value:
+        """The state kept in Redis; the configured rate's (the default) for a text no controller wrote: crawls write
+        these keys, a packaged crawl's child too, and /metrics or a window's close must not fail on one."""
+        try:
+            state = cls._parsed(value) if value else cls()
+        except (ValueError, IndexError, UnicodeDecodeError):
             return cls()
+        readable = 0 < state.factor <= 1 and 0 <= state.ceiling < math.inf and 0 <= state.baseline < math.inf
+        return replace(state, reason=state.reason[:REASON_CHARS]) if readable else cls()
+
+    @classmethod
+    def _parsed(cls, value: str | bytes) -> AdaptiveState:
         if isinstance(value, bytes):
             value = value.decode()
         factor, baseline, *rest = value.split(" ", 4)

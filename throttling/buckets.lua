@@ -7,8 +7,9 @@
 -- KEYS[10] in-flight slots of the exact host  KEYS[11] in-flight slots of the registered domain
 -- KEYS[12] robots.txt cap of the exact host   KEYS[13] robots.txt cap of the registered domain
 -- ARGV[1] "take" or "pause"; ARGV[2] the defaults, as a rule (below: every field; rules mirrored without the
--- adaptive or concurrency field take the defaults'); ARGV[3] pause seconds; ARGV[4] tokens wanted (requests of one
--- worker waiting for these buckets together); ARGV[5] slot holder ("" = take no slots); ARGV[6] slot lease seconds;
+-- adaptive or concurrency field take the defaults'); ARGV[3] the bounds "max_pause min_factor" (below); ARGV[4] tokens
+-- wanted (requests of one worker waiting for these buckets together), or the pause's seconds; ARGV[5] slot holder
+-- ("" = take no slots); ARGV[6] slot lease seconds;
 -- ARGV[7] wait_ms when every slot is held; ARGV[8] reserve_ms: a take that finds no token may still take the next
 -- one if it comes within this many ms (0: never); ARGV[9], ARGV[10] (optional) slots the holder gives back first,
 -- of the exact host's and of the domain's (its requests that ended since: one call instead of a release each)
@@ -39,8 +40,28 @@
 -- domain bucket and moves its `ts` into the future: nothing refills, nobody takes, until then.
 -- Plain strings, all read with one MGET (rules, marker, controller states and the four buckets the take may use) and
 -- written with one SET each: every redis.call costs a script far more than the few bytes of a value never used.
+--
+-- What crawls write here (buckets, slots, controller states, robots.txt caps) is read as written by a hostile one: a
+-- packaged crawl's child writes these keys with a Redis user of its own, and its code is its uploader's. A value that
+-- is not what this script or the controller writes counts as absent (never a script error, which would stop every
+-- take of the domain), a controller factor counts within [min_factor, 1] (never above the rule's rate, never below
+-- what the controller itself would cut to), a robots.txt cap asks for a delay of max_pause at most, a bucket never holds
+-- its domain longer than max_pause (at least a minute: reserved tokens hold it a second or so) and one token, no wait or
+-- key lifetime is longer than NEVER (a rate of 1e-300 is not 0, and would make numbers Redis refuses), and a slot holder's
+-- expiry is never further than one lease ahead. The rule mirror is not the child's to write (its user reads it only).
 
 local NEVER = 86400  -- the wait reported, and the key lifetime, when a rate is 0
+
+-- A finite number, or nil (Lua's tonumber reads "nan" and "inf" too).
+local function number(text)
+  local value = tonumber(text)
+  if value == nil or value ~= value or value == math.huge or value == -math.huge then return nil end
+  return value
+end
+local max_pause, min_factor = string.match(ARGV[3], '^(%S+) (%S+)')
+local hold = math.max(number(max_pause) or NEVER, 60)
+min_factor = math.min(math.max(number(min_factor) or 0, 0), 1)
+
 local found = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9], KEYS[6], KEYS[7], KEYS[4], KEYS[5],
   KEYS[12], KEYS[13])
 
@@ -57,14 +78,17 @@ end
 scale = tonumber(scale)
 local state = found[5]
 if which == 1 then state = found[4] end
-if adaptive == '1' and state then scale = scale * tonumber(string.match(state, '^(%S+)')) end
+local factor = state and number(string.match(state, '^(%S+)'))
+if adaptive == '1' and factor then scale = scale * math.min(1, math.max(min_factor, factor)) end
 rate, cap = tonumber(rate) * scale, math.max(1, tonumber(cap))
 ip_rate, ip_cap = tonumber(ip_rate) * scale, math.max(1, tonumber(ip_cap))
 local robots = found[11]
 if which == 1 then robots = found[10] end
-if robots and obey ~= '0' then
-  local robots_rate, robots_cap = string.match(robots, '^(%S+) (%S+)')
-  robots_rate, robots_cap = tonumber(robots_rate), math.max(1, tonumber(robots_cap))
+local robots_rate, robots_cap
+if robots then robots_rate, robots_cap = string.match(robots, '^(%S+) (%S+)') end
+robots_rate, robots_cap = number(robots_rate), number(robots_cap)
+if robots_rate and robots_cap and robots_rate > 0 and obey ~= '0' then
+  robots_rate, robots_cap = math.max(robots_rate, 1 / hold), math.max(1, robots_cap)  -- a Crawl-delay up to `hold`
   rate, cap = math.min(rate, robots_rate), math.min(cap, robots_cap)
   ip_rate, ip_cap = math.min(ip_rate, robots_rate), math.min(ip_cap, robots_cap)
 end
@@ -76,9 +100,12 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 
 local function refill(bucket, bucket_rate, bucket_cap)
-  if not bucket then return bucket_cap, now end
-  local tokens, ts = string.match(bucket, '(%S+) (%S+)')
-  tokens, ts = tonumber(tokens), tonumber(ts)
+  local tokens, ts
+  if bucket then tokens, ts = string.match(bucket, '^(%S+) (%S+)$') end
+  tokens, ts = number(tokens), number(ts)
+  if not tokens or not ts then return bucket_cap, now end
+  ts = math.min(ts, now + hold)  -- and what it owes at most the rest of `hold`: held `hold` and a token at most
+  if bucket_rate > 0 then tokens = math.max(tokens, math.min(0, 1 - bucket_rate * (hold - math.max(0, ts - now)))) end
   if now > ts then
     tokens, ts = tokens + (now - ts) * bucket_rate, now
   end
@@ -87,7 +114,7 @@ end
 
 local function save(key, tokens, ts, bucket_rate, bucket_cap)
   local full = NEVER
-  if bucket_rate > 0 then full = (bucket_cap - tokens) / bucket_rate end
+  if bucket_rate > 0 then full = math.min(NEVER, (bucket_cap - tokens) / bucket_rate) end
   -- Formatted here: Lua would print numbers with 14 digits, too few for microseconds since 1970.
   local value = string.format('%.17g %.6f', tokens, ts)
   redis.call('SET', key, value, 'PX', math.ceil((ts - now + full + 60) * 1000))
@@ -96,12 +123,12 @@ end
 local function wait(tokens, ts, bucket_rate)
   if tokens >= 1 then return 0 end
   if bucket_rate <= 0 then return NEVER end
-  return (ts - now) + (1 - tokens) / bucket_rate
+  return math.min(NEVER, (ts - now) + (1 - tokens) / bucket_rate)
 end
 
 if ARGV[1] == 'pause' then
   local tokens, ts = refill(bucket, rate, cap)
-  local resume = now + tonumber(ARGV[3])
+  local resume = now + math.min(number(ARGV[4]) or 0, hold)
   if resume > ts then
     save(domain_key, 0, resume, rate, cap)
     ts = resume
@@ -113,13 +140,18 @@ end
 local function free_slots()
   local limit = tonumber(concurrency)
   local held, used, mine = redis.call('HGETALL', slots_key), 0, 0
+  local lease = number(ARGV[6]) or 0
   for i = 1, #held, 2 do
-    local count, expires = string.match(held[i + 1], '(%S+) (%S+)')
-    if tonumber(expires) <= now then
+    local count, expires = string.match(held[i + 1], '^(%S+) (%S+)$')
+    count, expires = number(count), number(expires)
+    if not count or not expires or expires <= now then
       redis.call('HDEL', slots_key, held[i])
     else
-      used = used + tonumber(count)
-      if held[i] == holder then mine = tonumber(count) end
+      if expires > now + lease then  -- no holder renews further ahead: this one stops counting a lease from now
+        redis.call('HSET', slots_key, held[i], string.format('%d %.6f', count, now + lease))
+      end
+      used = used + math.max(count, 0)
+      if held[i] == holder then mine = math.max(count, 0) end
     end
   end
   return limit - used, mine
@@ -130,9 +162,9 @@ local function give_back(key, count)
   count = tonumber(count) or 0
   local current = count > 0 and holder ~= '' and redis.call('HGET', key, holder)
   if not current then return end
-  local held, expires = string.match(current, '(%S+) (%S+)')
-  held = tonumber(held) - count
-  if held <= 0 then
+  local held, expires = string.match(current, '^(%S+) (%S+)$')
+  held = (number(held) or 0) - count
+  if held <= 0 or not number(expires) then
     redis.call('HDEL', key, holder)
   else
     redis.call('HSET', key, holder, held .. ' ' .. expires)

@@ -31,6 +31,10 @@ _RULES = {1: "host", 2: "domain", 3: "default"}
 # How long a request waits before asking again when every in-flight slot of its domain is held: a slot frees when
 # some worker's response arrives, which no clock predicts. Short, so a freed slot is not left idle.
 SLOT_POLL_MS = 50
+# The keys (TokenBuckets._key) a crawl writes as it runs; the rest is written by the rule mirror (services/mirror.py)
+# and by the crawls a robots.txt copy may come from (robots_shared.py).
+CRAWL_WRITTEN_KINDS = ("bucket", "slots", "window", "adaptive", "robots")
+NEVER_SECONDS = 86400  # buckets.lua's NEVER: the longest any wait is
 COPY_MS = 600_000  # on a cluster, a domain slot's copy of the rule mirror's marker (loaded_key) is copied this often
 
 
@@ -83,10 +87,21 @@ class Decision:
 class TokenBuckets:
     """Takes one token from a domain's bucket and one from its (egress IP, domain) bucket, atomically, or none."""
 
-    def __init__(self, *, defaults: Limits, prefix: str, slot_lease: float = 30.0) -> None:
+    def __init__(
+        self,
+        *,
+        defaults: Limits,
+        prefix: str,
+        slot_lease: float = 30.0,
+        max_pause: float = NEVER_SECONDS,
+        min_factor: float = 0.0,
+    ) -> None:
+        """`max_pause` (TRAWL_THROTTLE_MAX_PAUSE) and `min_factor` (the adaptive controller's) bound what the script
+        reads of the values crawls write (buckets.lua): a hostile one cannot hold a domain longer or slow it further."""
         self.defaults = defaults
         self.prefix = prefix
         self.slot_lease = slot_lease
+        self.bounds = f"{float(max_pause)!r} {float(min_factor)!r}"
         self.script = LuaScript(SCRIPT)
         rules = hash_tag("rules")
         self.rules_loaded_key = f"{prefix}:{rules}:loaded"
@@ -156,8 +171,8 @@ class TokenBuckets:
         args = [
             mode,
             _as_rule(self.defaults),
-            pause,
-            tokens,
+            self.bounds,
+            pause if mode == "pause" else tokens,
             holder,
             self.slot_lease,
             SLOT_POLL_MS,
@@ -238,6 +253,14 @@ def _copy_ms(marker_pttl: int) -> int:
     if marker_pttl == -1:
         return COPY_MS
     return max(0, marker_pttl)
+
+
+def crawl_key_patterns(prefix: str) -> list[str]:
+    """Redis ACL key patterns for a user that crawls with the buckets under `prefix` and is not trusted (a packaged
+    crawl's child): it writes what its takes, slots, controller and robots.txt caps write, whose values buckets.lua
+    reads within bounds, and reads the rest (the rule mirror, the robots.txt copies every crawl obeys) only."""
+    written = [f"~{prefix}:{kind}:*" for kind in CRAWL_WRITTEN_KINDS]
+    return [*written, f"~{prefix}:adaptive_index", f"%R~{prefix}:*"]
 
 
 @functools.lru_cache(maxsize=64)

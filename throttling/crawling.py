@@ -123,10 +123,12 @@ def _bucket_options(settings: BaseSettings) -> dict[str, Any]:
     return {
         "defaults": settings.getdict("TRAWL_THROTTLE_DEFAULTS"),
         "slot_lease": settings.getfloat("TRAWL_THROTTLE_SLOT_LEASE"),
+        "max_pause": settings.getfloat("TRAWL_THROTTLE_MAX_PAUSE"),
+        "adaptive": settings.getdict("TRAWL_THROTTLE_ADAPTIVE"),
     }
 
 
 def _controller(settings: BaseSettings) -> Any:
     from throttling.services import throttle_controller
 
-    return throttle_controller(adaptive=settings.getdict("TRAWL_THROTTLE_ADAPTIVE"), **_bucket_options(settings))
+    return throttle_controller(**_bucket_options(settings))

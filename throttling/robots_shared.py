@@ -5,7 +5,8 @@ thousand times, and each job's throttle (throttling/robots.py) re-reads what it 
 fetch it keeps its body in Redis next to the host's throttle keys, for TRAWL_THROTTLE_ROBOTS_TTL seconds; every other
 crawl, on any worker, builds its parser from that copy and fetches nothing. Only answers a site meant as its policy
 are kept (2xx, and 4xx, which Scrapy reads as "allow all"); a 5xx or a network error is fetched again by the next
-crawl. A body is kept only up to ROBOTS_MAX_BYTES (Google reads 500 KiB of one).
+crawl. A body is kept only up to ROBOTS_MAX_BYTES (Google reads 500 KiB of one). A packaged crawl's child reads the
+copies and keeps none (its Redis user may not write them: a copy it wrote would be what every crawl of the site obeys).
 
 Scrapy's own middleware claims a host (a Deferred in `_parsers`) before it fetches, and its other requests wait on
 that claim: the shared copy is therefore looked up once per host (the first request's lookup, awaited by the others)
@@ -19,6 +20,7 @@ import asyncio
 import logging
 from typing import Any
 
+import redis
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
@@ -75,6 +77,8 @@ class SharedRobotsTxtMiddleware(RobotsTxtMiddleware):
             try:
                 client = await self._client()
                 await client.set(self._key(urlparse_cached(response).scheme, netloc), body, ex=self.ttl)
+            except redis.exceptions.NoPermissionError:
+                logger.debug("robots.txt of %s not shared: this crawl's Redis user reads the copies only", netloc)
             except Exception as exc:  # Redis away: this crawl has its parser; the next one fetches again
                 logger.warning("robots.txt of %s not shared: %s: %s", netloc, type(exc).__name__, exc)
 

@@ -18,6 +18,7 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 local count = 0
 if current then count = tonumber(string.match(current, '^(%S+)')) end
+if count == nil or count ~= count or math.abs(count) == math.huge then count = 0 end  -- not a count (buckets.lua)
 if ARGV[2] == 'release' then
   if not current then return 0 end
   count = count - tonumber(ARGV[3])

@@ -1,10 +1,10 @@
 """The database calls of Trawl's crawl components, made by a packaged crawl's parent for its child.
 
-A packaged version's child has no database (project.settings_child). Three of Trawl's components read or write it
-during a crawl (throttling.crawl_db: the throttle's rules, a proxy group's proxies, a blocked proxy's rest). In the
-child, ParentDatabase routes those three to calls over the channel (`call` message, `answer` command); in the worker,
-`db_call_answer` makes them, for what this crawl may ask only: the child is hostile, so it gets the proxies of its
-crawl's groups and may rest only those.
+A packaged version's child has no database (project.settings_child). Trawl's crawl components read or write it four ways
+during a crawl (throttling.crawl_db: loading and checking the throttle's rules, a proxy group's proxies, a blocked
+proxy's rest). In the child, ParentDatabase routes those four to calls over the channel (`call` message, `answer`
+command); in the worker, `db_call_answer` makes them, for what this crawl may ask only: the child is hostile, so it gets
+the proxies of its crawl's groups and may rest only those.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class ParentDatabase:
             done.set()
 
     def install(self) -> None:
-        """Route the components' three database calls here."""
+        """Route the components' four database calls here."""
         from throttling.crawl_db import crawl_db_route
 
         def proxy_rows(*, group: str) -> list:
@@ -70,7 +70,10 @@ class ParentDatabase:
             self.call("proxy_cool_down", url=url, seconds=seconds)
 
         crawl_db_route(
-            rules_load=lambda: bool(self.call("throttle_rules")), proxy_rows=proxy_rows, proxy_rest=proxy_rest
+            rules_load=lambda: bool(self.call("throttle_rules")),
+            rules_check=lambda: bool(self.call("throttle_rules_check")),
+            proxy_rows=proxy_rows,
+            proxy_rest=proxy_rest,
         )
 
 
@@ -105,13 +108,13 @@ def db_call_answer(message: dict[str, Any], scope: CallScope) -> dict[str, Any]:
 
 
 def _answer(what: Any, args: dict[str, Any], scope: CallScope) -> Any:
-    from throttling.crawl_db import crawl_proxy_rest, crawl_proxy_rows, crawl_rules_load
+    from throttling.crawl_db import crawl_proxy_rest, crawl_proxy_rows, crawl_rules_check, crawl_rules_load
 
-    if what == "throttle_rules":
+    if what in ("throttle_rules", "throttle_rules_check"):
         if time.monotonic() - scope.rules_at < RULES_EVERY:
             return False  # "someone is loading them": the throttle asks its buckets again a moment later
         scope.rules_at = time.monotonic()
-        return crawl_rules_load()
+        return crawl_rules_load() if what == "throttle_rules" else crawl_rules_check()
     if what == "proxies":
         if args.get("group") not in scope.groups:
             raise ParentCallError(f"proxy group {args.get('group')!r} is not this crawl's")

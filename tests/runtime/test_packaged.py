@@ -41,7 +41,9 @@ from runtime.settings.compose import child_pool, child_settings, with_trawl_comp
 from tests.crawler import composed
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
 from tests.runtime.frontier_crawl import frontier_crawl_settings, storing_tick
-from throttling.models import Proxy
+from throttling.buckets import Limits
+from throttling.models import DomainThrottle, Proxy
+from throttling.services import throttle_buckets
 
 pytestmark = pytest.mark.django_db
 
@@ -169,6 +171,22 @@ def test_a_child_is_answered_only_about_its_own_crawl(db, django_assert_num_quer
     assert ask("proxy_cool_down", url=["unhashable"])["error"]
 
 
+@pytest.mark.usefixtures("throttle_keys_clean")
+def test_the_childs_rule_checks_are_made_by_its_worker(db):
+    """The child's Redis user may not write the rule mirror (nor has it a database): its periodic check that the
+    rules did not change behind the services' back is made by its worker, at most once a second for one crawl."""
+    DomainThrottle.objects.create(domain="changed.test", rate=3)  # behind the services: the mirror does not know
+    scope = CallScope.of_crawl(settings=composed(), spider_kwargs={"config": {}})
+    buckets = throttle_buckets()
+
+    answer = db_call_answer({"t": "call", "id": 3, "what": "throttle_rules_check", "args": {}}, scope)
+
+    assert answer == {"cmd": "answer", "id": 3, "value": True}
+    assert Limits.from_redis(get_redis().get(buckets.rule_key("changed.test"))).rate == 3
+    again = db_call_answer({"t": "call", "id": 4, "what": "throttle_rules_check", "args": {}}, scope)
+    assert again == {"cmd": "answer", "id": 4, "value": False}
+
+
 def test_the_child_environment_and_settings_are_allow_listed(monkeypatch, settings):
     for name in ("SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "AWS_SECRET_ACCESS_KEY", "TRAWL_ADMIN_PASSWORD"):
         monkeypatch.setenv(name, f"secret-{name}")
@@ -228,7 +246,8 @@ def test_a_child_redis_user_is_its_own_and_leftovers_of_dead_workers_are_swept(d
         assert child_redis_sweep() == [], "a live worker's user stays"
         child = redis.Redis.from_url(grant.url, decode_responses=True)
         assert grant.user in users and leftover not in users, "a killed worker's child user is deleted"
-        assert child.set("trawl:feedc0de:throttle:probe", "1") and child.delete("trawl:feedc0de:throttle:probe")
+        bucket = "trawl:feedc0de:throttle:bucket:{example.com}:example.com"
+        assert child.set(bucket, "1 1") and child.delete(bucket)
         with pytest.raises(redis.exceptions.NoPermissionError):
             child.set("trawl:feedc0de:frontier:{1}:queue", "forged")
         child_redis_keys(grant, crawl={"TRAWL_FRONTIER": {"job": "1"}})

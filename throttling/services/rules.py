@@ -47,12 +47,27 @@ def default_limits() -> Limits:
     return Limits(**settings.TRAWL_THROTTLE_DEFAULTS)
 
 
-def throttle_buckets(*, defaults: Mapping[str, Any] | None = None, slot_lease: float | None = None) -> TokenBuckets:
-    """The cluster's buckets: with the project's TRAWL_THROTTLE_DEFAULTS and TRAWL_THROTTLE_SLOT_LEASE, or with the
-    values a crawl's settings carry (its Scrapy components read no project settings)."""
+def throttle_buckets(
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    slot_lease: float | None = None,
+    max_pause: float | None = None,
+    adaptive: Mapping[str, Any] | None = None,
+) -> TokenBuckets:
+    """The cluster's buckets: with the project's TRAWL_THROTTLE_DEFAULTS, TRAWL_THROTTLE_SLOT_LEASE,
+    TRAWL_THROTTLE_MAX_PAUSE and TRAWL_THROTTLE_ADAPTIVE, or with the values a crawl's settings carry (its Scrapy
+    components read no project settings)."""
     limits = default_limits() if defaults is None else Limits(**defaults)
     lease = settings.TRAWL_THROTTLE_SLOT_LEASE if slot_lease is None else slot_lease
-    return TokenBuckets(defaults=limits, prefix=redis_key("throttle"), slot_lease=float(lease))
+    pause = settings.TRAWL_THROTTLE_MAX_PAUSE if max_pause is None else max_pause
+    config = _adaptive_config(settings.TRAWL_THROTTLE_ADAPTIVE if adaptive is None else adaptive)
+    return TokenBuckets(
+        defaults=limits,
+        prefix=redis_key("throttle"),
+        slot_lease=float(lease),
+        max_pause=float(pause),
+        min_factor=config.min_factor,
+    )
 
 
 def throttle_controller(*, adaptive: Mapping[str, Any] | None = None, **buckets: Any) -> AdaptiveController | None:
@@ -61,8 +76,11 @@ def throttle_controller(*, adaptive: Mapping[str, Any] | None = None, **buckets:
     knobs = settings.TRAWL_THROTTLE_ADAPTIVE if adaptive is None else adaptive
     if not knobs.get("enabled", True):
         return None
-    config = AdaptiveConfig(**{name: value for name, value in knobs.items() if name != "enabled"})
-    return AdaptiveController(buckets=throttle_buckets(**buckets), config=config)
+    return AdaptiveController(buckets=throttle_buckets(adaptive=knobs, **buckets), config=_adaptive_config(knobs))
+
+
+def _adaptive_config(knobs: Mapping[str, Any]) -> AdaptiveConfig:
+    return AdaptiveConfig(**{name: value for name, value in knobs.items() if name != "enabled"})
 
 
 def domain_normalize(value: str, *, field: str = "domain") -> str:

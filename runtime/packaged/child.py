@@ -253,6 +253,10 @@ def spiders_check(path: str, *, settings_module: str = "") -> tuple[str, dict[st
 def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
+    from project.env import BASE_DIR
+    from runtime.packaged.project_names import project_names_first
+
+    project_names_first(BASE_DIR)  # before anything imports the project's code
     out = os.fdopen(int(os.environ["TRAWL_CHILD_FD"]), "w", buffering=1)
     os.dup2(2, 1)  # the spider's prints must never reach the message channel
     sys.stdout = sys.stderr

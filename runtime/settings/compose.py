@@ -20,6 +20,7 @@ from project.redis import REDIS_SETTING, redis_key
 from project.redis.installation import installation_id
 from runtime.guard.schemes import GATE, GATE_ORDER, SCHEMES_SETTING, allowed_schemes, download_handlers
 from runtime.packaged.children import ChildPool
+from runtime.packaged.project_names import CHILD_PACKAGES
 from runtime.settings.enforced import COMPONENTS_SETTING, ENFORCED, GUARD, GUARD_ORDER
 from runtime.settings.project import ProjectLayer
 from runtime.spec import CrawlSpec
@@ -271,10 +272,16 @@ def child_settings() -> dict[str, Any]:
     names = [name for name in dir(settings) if name.startswith(CHILD_SETTING_PREFIXES) or name in CHILD_SETTINGS]
     values = {name: getattr(settings, name) for name in names}
     # Apps for their models (components import services that import them); not the admin, whose autodiscovery
-    # imports every API module and the settings they read.
-    values["INSTALLED_APPS"] = [app for app in settings.INSTALLED_APPS if app != "django.contrib.admin"]
+    # imports every API module and the settings they read, nor Trawl's apps a child never imports, whose names are
+    # the project's there (runtime.packaged.project_names).
+    values["INSTALLED_APPS"] = [app for app in settings.INSTALLED_APPS if _child_app(app)]
     # The child has no database to derive the installation's id (its Redis namespace) from: its parent's.
     return {**values, "TRAWL_INSTALLATION_ID": installation_id()}
+
+
+def _child_app(app: str) -> bool:
+    top = app.split(".")[0]
+    return app != "django.contrib.admin" and (top in CHILD_PACKAGES or not (settings.BASE_DIR / top).is_dir())
 
 
 def child_pool() -> ChildPool:

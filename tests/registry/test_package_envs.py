@@ -38,16 +38,17 @@ def package_dirs(settings, tmp_path):
     return tmp_path
 
 
-def packaged(tmp_path, *, dep: str, scraper: str = "shop") -> ScraperVersion:
-    """Version 1.0.0 of `scraper`, a packaged shop spider needing trawltestdep==`dep` (its own environment per dep)."""
-    wheel = shop_wheel(tmp_path / "src" / scraper, version="1.0.0", output="v1", dep=dep)
+def packaged(tmp_path, *, dep: str, scraper: str = "shop", module: str = "trawlshop") -> ScraperVersion:
+    """Version 1.0.0 of `scraper`, a packaged shop spider (`<module>.spiders.ShopSpider`) needing
+    trawltestdep==`dep` (its own environment per dep)."""
+    wheel = shop_wheel(tmp_path / "src" / scraper, version="1.0.0", output="v1", dep=dep, module=module)
     with open(wheel, "rb") as handle:
         return version_upload(
             scraper=make_scraper(scraper),
             package=handle,
             filename=wheel.name,
             version="1.0.0",
-            spider="trawlshop.spiders.ShopSpider",
+            spider=f"{module}.spiders.ShopSpider",
         )
 
 

@@ -80,7 +80,7 @@ def test_a_packaged_frontier_crawl_waiting_for_its_items_to_be_stored_wakes_the_
     assert seconds < 15, f"the crawl ended {seconds:.1f} s after it started: it waited for the 30 s tick"
 
 
-def crawl_product_page(version, site, settings: dict):
+def crawl_product_page(version, site, settings: dict, *, spider: str = "trawlshop.spiders.ShopSpider"):
     """The packaged shop spider's crawl of one product page with these settings (plus Trawl's components), in a child
     discarded afterwards."""
     child = child_for(package_spec_of(version.package), pool=child_pool())
@@ -88,7 +88,7 @@ def crawl_product_page(version, site, settings: dict):
     try:
         return run_packaged(
             package=package_spec_of(version.package),
-            spider="trawlshop.spiders.ShopSpider",
+            spider=spider,
             pool=child_pool(),
             settings=with_trawl_components(composed(settings)),
             spider_kwargs={"url": f"{site.url}/product-1.html", "config": {}},

@@ -10,6 +10,7 @@ from runtime.packaged.children import package_check
 from runtime.packaged.project_names import CHILD_PACKAGES
 from runtime.settings.compose import child_pool
 from tests.registry.test_package_envs import package_dirs, packaged  # noqa: F401 (fixture)
+from tests.runtime.test_packaged import crawl_product_page
 from tests.test_layers import LAYERS
 
 pytestmark = pytest.mark.django_db
@@ -25,6 +26,16 @@ def test_a_project_named_like_one_of_trawls_apps_loads_its_own_package(tmp_path,
 
     assert error == ""
     assert spiders == {"packaged_shop": f"{name}.spiders.ShopSpider"}
+
+
+def test_a_project_named_crawls_crawls_with_trawls_components(tmp_path, site, redis_server):
+    """Not only imported: a crawl of it in its child, Trawl's throttle taking its tokens there."""
+    version = packaged(tmp_path, dep="1.0", scraper="named-crawls", module="crawls")
+
+    crawl, _ = crawl_product_page(version, site, {"LOG_LEVEL": "ERROR"}, spider="crawls.spiders.ShopSpider")
+
+    assert (crawl.finish_reason, crawl.stats.get("item_scraped_count"), crawl.crawl_error) == ("finished", 1, ""), crawl
+    assert crawl.stats.get("throttle/requests") and "throttle/redis_errors" not in crawl.stats, crawl.stats
 
 
 def test_the_names_a_child_keeps_for_trawl_are_runtime_and_the_apps_beneath_it():

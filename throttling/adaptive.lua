@@ -35,7 +35,9 @@ local n, err, sum, timed, start = tonumber(w[1]) or 0, tonumber(w[2]) or 0, tonu
 -- that are not counts, or a start ahead of now, would keep the window from ever closing).
 local function counted(value) return value == value and value >= 0 and value < 1e12 end
 local readable = counted(n) and counted(err) and counted(sum) and counted(timed) and err <= n and timed <= n
-if not readable or not (start <= now) or now - start > 30 * span + 30 then n, err, sum, timed, start = 0, 0, 0, 0, now end
+if not readable or not (start <= now) or now - start > 30 * span + 30 then
+  n, err, sum, timed, start = 0, 0, 0, 0, now
+end
 n, err = n + tonumber(ARGV[1]), err + tonumber(ARGV[2])
 sum, timed = sum + tonumber(ARGV[3]), timed + tonumber(ARGV[4])
 local erring = err > n * tonumber(ARGV[8] or 1) and now - start >= span * tonumber(ARGV[9] or 1)

@@ -43,12 +43,13 @@
 --
 -- What crawls write here (buckets, slots, controller states, robots.txt caps) is read as written by a hostile one: a
 -- packaged crawl's child writes these keys with a Redis user of its own, and its code is its uploader's. A value that
--- is not what this script or the controller writes counts as absent (never a script error, which would stop every
--- take of the domain), a controller factor counts within [min_factor, 1] (never above the rule's rate, never below
--- what the controller itself would cut to), a robots.txt cap asks for a delay of max_pause at most, a bucket never holds
--- its domain longer than max_pause (at least a minute: reserved tokens hold it a second or so) and one token, no wait or
--- key lifetime is longer than NEVER (a rate of 1e-300 is not 0, and would make numbers Redis refuses), and a slot holder's
--- expiry is never further than one lease ahead. The rule mirror is not the child's to write (its user reads it only).
+-- is not what this script or the controller writes counts as absent (never a script error, which would stop every take
+-- of the domain), a controller factor counts within [min_factor, 1] (never above the rule's rate, never below what the
+-- controller itself would cut to), a robots.txt cap asks for a delay of max_pause at most, a bucket never holds its
+-- domain longer than max_pause (at least a minute: reserved tokens hold it a second or so) and one token, no wait or
+-- key lifetime is longer than NEVER (a rate of 1e-300 is not 0, and would make numbers Redis refuses), and a slot
+-- holder's expiry is never further than one lease ahead. The rule mirror is not the child's to write (its user reads it
+-- only).
 
 local NEVER = 86400  -- the wait reported, and the key lifetime, when a rate is 0
 

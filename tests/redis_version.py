@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 
 from project.redis import get_redis
+from project.redis.server import server_major
 
 
 @functools.cache
 def redis_major() -> int:
-    return int(str(get_redis().info("server").get("redis_version", "0")).split(".")[0])
+    return server_major(get_redis())

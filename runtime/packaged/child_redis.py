@@ -36,6 +36,7 @@ import redis
 
 from project.redis import get_redis, hash_tag, redis_key
 from project.redis.installation import installation_id
+from project.redis.server import server_major
 from throttling.buckets import crawl_key_patterns
 
 logger = logging.getLogger("trawl.packages")
@@ -133,14 +134,12 @@ def child_redis_keys(grant: ChildRedis, *, crawl: dict[str, Any] | None = None) 
     if grant.user:
         own, throttle = child_key_patterns(crawl or {}), redis_key("throttle", "*")
         if _read_only_keys():
-            scripts = f"(~{throttle} {' '.join(own)} +eval +evalsha)"
             keys = [*crawl_key_patterns(redis_key("throttle")), *own]
             # Redis 7's functions are @write, not @dangerous: FUNCTION FLUSH would delete every other client's.
-            commands = [*CHILD_COMMANDS, "-function", "-fcall", "-fcall_ro"]
-            rules = ["reset", "on", f">{grant.password}", *keys, "resetchannels", *commands, scripts]
+            commands = ["-function", "-fcall", "-fcall_ro", f"(~{throttle} {' '.join(own)} +eval +evalsha)"]
         else:
-            keys = [f"~{throttle}", *own]
-            rules = ["reset", "on", f">{grant.password}", *keys, "resetchannels", *CHILD_COMMANDS, "+eval", "+evalsha"]
+            keys, commands = [f"~{throttle}", *own], ["+eval", "+evalsha"]
+        rules = ["reset", "on", f">{grant.password}", *keys, "resetchannels", *CHILD_COMMANDS, *commands]
         get_redis().execute_command("ACL", "SETUSER", grant.user, *rules)
 
 
@@ -150,8 +149,7 @@ def _read_only_keys() -> bool:
     client = get_redis()
     server = tuple(client.connection_pool.connection_kwargs.get(name) for name in ("host", "port", "path"))
     if server not in _versions:
-        major = int(str(client.info("server").get("redis_version", "0")).split(".")[0])
-        _versions[server] = major
+        major = _versions[server] = server_major(client)
         if major < 7:
             logger.warning("Redis %s has no read-only keys: packaged crawls may write the throttle's rules", major)
     return _versions[server] >= 7
